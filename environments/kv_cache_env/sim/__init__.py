@@ -1,0 +1,58 @@
+"""The KV-cache serving simulator: pure, deterministic, step-clocked.
+
+Nothing in this package does I/O, reads the wall clock or knows about rubrics, policies,
+verifiers or the CLI.
+"""
+
+from .actions import Action, ActionResult, compress, evict, make_action, noop, swap
+from .engine import Engine, Eviction, StepStats
+from .events import BlockEvent
+from .observation import Candidate, EntryView, Observation, QueueView
+from .record import EpisodeRecord, EvictionRecord, ResidentRecord
+from .scenario import SCENARIOS, TIERS, RequestProfile, Scenario, get_scenario
+from .simulator import Reference, Simulator, run_reference
+from .text import approx_tokens, parse, render
+from .types import EVICTION_VALUE, RETENTION_PRIORITY, BlockType, Phase, Quantization, Status
+from .workload import Request, Schedule, schedule_from_requests, synthesize
+
+__all__ = [
+    "EVICTION_VALUE",
+    "RETENTION_PRIORITY",
+    "SCENARIOS",
+    "TIERS",
+    "Action",
+    "ActionResult",
+    "BlockEvent",
+    "BlockType",
+    "Candidate",
+    "Engine",
+    "EntryView",
+    "EpisodeRecord",
+    "Eviction",
+    "EvictionRecord",
+    "Observation",
+    "Phase",
+    "Quantization",
+    "QueueView",
+    "Reference",
+    "Request",
+    "RequestProfile",
+    "ResidentRecord",
+    "Scenario",
+    "Schedule",
+    "Simulator",
+    "Status",
+    "StepStats",
+    "approx_tokens",
+    "compress",
+    "evict",
+    "get_scenario",
+    "make_action",
+    "noop",
+    "parse",
+    "render",
+    "run_reference",
+    "schedule_from_requests",
+    "swap",
+    "synthesize",
+]

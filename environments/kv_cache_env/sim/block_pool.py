@@ -1,0 +1,147 @@
+"""The GPU block pool: exact accounting of every physical KV block.
+
+A block is in exactly one of four states, and the four counts always sum to `num_blocks`:
+
+- **free**: holds nothing (`num_free`);
+- **private**: holds a sequence's own tokens (`num_private`; sequences own the per-sequence
+  counts, the pool only the total - private blocks are interchangeable, so they are counted, not
+  named);
+- **shared**: a content-addressed prefix block with reference count > 0 (`ref_counts`);
+- **cached**: a prefix block whose count fell to 0. It still holds its tokens and is reused on a
+  prefix hit, but it counts as available and is reclaimed least recently used first when fresh
+  blocks run out (vLLM v1's free-block queue; `cached` is ordered LRU first).
+
+Usage, as vLLM reports it, is `(num_private + shared) / num_blocks`: cached blocks are free.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+
+class BlockPool:
+    __slots__ = ("cached", "num_blocks", "num_free", "num_private", "peak_used", "ref_counts")
+
+    def __init__(self, num_blocks: int) -> None:
+        if num_blocks < 1:
+            raise ValueError(f"a block pool needs at least 1 block, got {num_blocks}")
+        self.num_blocks = num_blocks
+        self.num_free = num_blocks
+        self.num_private = 0
+        self.ref_counts: dict[int, int] = {}
+        self.cached: OrderedDict[int, None] = OrderedDict()
+        self.peak_used = 0
+
+    # --- views -------------------------------------------------------------------------------
+    @property
+    def available(self) -> int:
+        """Blocks an allocation can take now: free plus reclaimable cached prefix blocks."""
+        return self.num_free + len(self.cached)
+
+    @property
+    def used(self) -> int:
+        return self.num_private + len(self.ref_counts)
+
+    def cached_hit_length(self, hashes: Sequence[int]) -> tuple[int, int]:
+        """Longest leading run of `hashes` held in the pool, and how many of those are cached
+        (reference count 0). A chain stops at its first miss, as in vLLM's
+        find_longest_cache_hit."""
+        hits = cached = 0
+        for h in hashes:
+            if h in self.ref_counts:
+                hits += 1
+            elif h in self.cached:
+                hits += 1
+                cached += 1
+            else:
+                break
+        return hits, cached
+
+    # --- private blocks ----------------------------------------------------------------------
+    def allocate(self, n: int) -> list[int]:
+        """Take `n` blocks for private use. Returns the hashes of cached prefix blocks that had
+        to be reclaimed (their contents are gone). Caller misuse raises ValueError."""
+        if n < 0:
+            raise ValueError(f"cannot allocate {n} blocks")
+        if n > self.available:
+            raise ValueError(f"no free blocks: need {n}, available {self.available}")
+        reclaimed = self._take(n)
+        self.num_private += n
+        self._note_peak()
+        return reclaimed
+
+    def free(self, n: int) -> None:
+        """Return `n` private blocks."""
+        if n < 0 or n > self.num_private:
+            raise ValueError(f"cannot free {n} private blocks, {self.num_private} in use")
+        self.num_private -= n
+        self.num_free += n
+
+    # --- shared prefix blocks ----------------------------------------------------------------
+    def acquire_prefix(self, hashes: Sequence[int]) -> tuple[int, list[int], list[int]]:
+        """Reference every block of the chain `hashes`: hits are shared (a cached one is taken
+        back off the LRU queue), misses get fresh blocks. Returns (hits, stored, reclaimed):
+        the hashes newly stored and the cached hashes reclaimed to make room."""
+        hits, _ = self.cached_hit_length(hashes)
+        for h in hashes[:hits]:
+            if h in self.ref_counts:
+                self.ref_counts[h] += 1
+            else:
+                del self.cached[h]
+                self.ref_counts[h] = 1
+        stored = list(hashes[hits:])
+        if len(stored) > self.available:
+            raise ValueError(f"no free blocks: need {len(stored)}, available {self.available}")
+        reclaimed = self._take(len(stored))
+        for h in stored:
+            self.ref_counts[h] = 1
+        self._note_peak()
+        return hits, stored, reclaimed
+
+    def release_prefix(self, hashes: Sequence[int]) -> None:
+        """Drop one reference to each block of the chain. Blocks reaching 0 stay cached; the
+        chain is released tail first so its tail is reclaimed first (vLLM frees in reverse)."""
+        for h in reversed(hashes):
+            count = self.ref_counts[h] - 1
+            if count:
+                self.ref_counts[h] = count
+            else:
+                del self.ref_counts[h]
+                self.cached[h] = None
+
+    # --- internals ---------------------------------------------------------------------------
+    def _take(self, n: int) -> list[int]:
+        from_free = min(n, self.num_free)
+        self.num_free -= from_free
+        reclaimed = []
+        for _ in range(n - from_free):
+            h, _ = self.cached.popitem(last=False)
+            reclaimed.append(h)
+        return reclaimed
+
+    def _note_peak(self) -> None:
+        used = self.num_private + len(self.ref_counts)
+        if used > self.peak_used:
+            self.peak_used = used
+
+    def copy(self) -> BlockPool:
+        clone = BlockPool.__new__(BlockPool)
+        clone.num_blocks = self.num_blocks
+        clone.num_free = self.num_free
+        clone.num_private = self.num_private
+        clone.ref_counts = dict(self.ref_counts)
+        clone.cached = OrderedDict(self.cached)
+        clone.peak_used = self.peak_used
+        return clone
+
+    def check(self) -> None:
+        """Assert the accounting identity; a failure names the likely bug."""
+        total = self.num_free + self.num_private + len(self.ref_counts) + len(self.cached)
+        assert total == self.num_blocks, (
+            f"block leak: free {self.num_free} + private {self.num_private} + shared "
+            f"{len(self.ref_counts)} + cached {len(self.cached)} != {self.num_blocks}"
+        )
+        assert self.num_free >= 0 and self.num_private >= 0, "negative block count"
+        assert all(c > 0 for c in self.ref_counts.values()), "shared block with count <= 0"
+        assert not (self.ref_counts.keys() & self.cached.keys()), "block both shared and cached"

@@ -1,0 +1,162 @@
+"""What the agent sees each turn: a structured `Observation` built from the engine.
+
+Every field is at the precision the text rendering shows (integers, 2-decimal floats), so the
+text form (`text.py`) rebuilds it exactly: a policy served over HTTP sees only the text and must
+decide the same. Entries are ranked by the GPU memory they cost, largest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .engine import Engine
+from .sequence import Sequence
+from .types import EVICTION_VALUE, BlockType, Phase, Quantization, Status
+
+CANDIDATES_SHOWN = 5
+
+
+@dataclass(frozen=True, slots=True)
+class EntryView:
+    """One sequence holding KV blocks (on the GPU, or swapped to CPU)."""
+
+    seq_id: str
+    block_type: BlockType
+    phase: Phase
+    priority: float
+    quantization: Quantization
+    tokens: int
+    """Tokens whose KV is held."""
+    private_blocks: int
+    """Its own physical blocks (on CPU when swapped)."""
+    shared_blocks: int
+    """Shared prefix blocks it references."""
+    frees: int
+    """GPU blocks that become available if it is evicted now."""
+    progress: float
+    """Generated / target output tokens."""
+    last_access: int
+    """Turn on which its KV was last read (negative = during warm-up)."""
+    swapped: bool
+
+    @property
+    def gpu_cost(self) -> int:
+        return 0 if self.swapped else self.private_blocks + self.shared_blocks
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    waiting: int
+    oldest_wait: int
+    """Steps the longest-waiting request has waited (it fails past `max_wait`)."""
+    head_blocks: int
+    """Blocks the next admissible request needs, net of prefix hits (0 if none)."""
+    preempted: int
+    """Waiting requests that were preempted and will recompute on readmission."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    seq_id: str
+    score: float
+    """Eviction desirability in [0, 1]: block-type eviction value discounted by priority and
+    progress. Higher = cheaper to evict."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    turn: int
+    turns: int
+    capacity: int
+    used: int
+    """GPU blocks in use (private + shared prefix blocks with references)."""
+    cached: int
+    """Cached prefix blocks with no reference: reusable on a hit, reclaimable at will."""
+    cpu_used: int
+    cpu_capacity: int
+    max_wait: int
+    queue: QueueView
+    entries: tuple[EntryView, ...]
+    candidates: tuple[Candidate, ...] | None
+    """Pre-scored eviction candidates, best first; None when hints are off."""
+
+    @property
+    def usage(self) -> float:
+        return self.used / self.capacity
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.used - self.cached
+
+    @property
+    def available(self) -> int:
+        """Blocks an allocation could take now (free + cached)."""
+        return self.capacity - self.used
+
+    def entry(self, seq_id: str) -> EntryView | None:
+        return next((e for e in self.entries if e.seq_id == seq_id), None)
+
+
+def candidate_score(entry: EntryView) -> float:
+    value = EVICTION_VALUE[entry.block_type]
+    return round(value * (1 - entry.priority / 2) * (1 - entry.progress / 2), 2)
+
+
+def build_observation(
+    engine: Engine, *, turn: int, turns: int, warmup: int, hints: bool = True
+) -> Observation:
+    entries = tuple(
+        sorted(
+            (_entry(engine, seq, warmup) for seq in (*engine.running, *engine.swapped)),
+            key=lambda e: (-e.gpu_cost, e.seq_id),
+        )
+    )
+    candidates = None
+    if hints:
+        scored = [
+            Candidate(e.seq_id, score)
+            for e in entries
+            if e.frees > 0 and not e.swapped and (score := candidate_score(e)) > 0
+        ]
+        scored.sort(key=lambda c: -c.score)  # stable: ties keep the memory-cost order
+        candidates = tuple(scored[:CANDIDATES_SHOWN])
+    t = engine.t
+    waiting = engine.waiting
+    queue = QueueView(
+        waiting=len(waiting),
+        oldest_wait=max((t - s.wait_since for s in waiting), default=0),
+        head_blocks=engine.head_need(),
+        preempted=sum(1 for s in waiting if s.preemptions),
+    )
+    pool = engine.pool
+    return Observation(
+        turn=turn,
+        turns=turns,
+        capacity=pool.num_blocks,
+        used=pool.used,
+        cached=len(pool.cached),
+        cpu_used=engine.cpu_used,
+        cpu_capacity=engine.cpu_capacity,
+        max_wait=engine.scenario.max_wait_steps,
+        queue=queue,
+        entries=entries,
+        candidates=candidates,
+    )
+
+
+def _entry(engine: Engine, seq: Sequence, warmup: int) -> EntryView:
+    swapped = seq.status is Status.SWAPPED
+    return EntryView(
+        seq_id=seq.seq_id,
+        block_type=seq.block_type,
+        phase=seq.phase,
+        priority=seq.priority,
+        quantization=seq.quantization_level,
+        tokens=seq.tokens_cached,
+        private_blocks=seq.cpu_blocks if swapped else seq.gpu_blocks,
+        shared_blocks=seq.prefix_held,
+        frees=engine.freeable_blocks(seq),
+        progress=round(seq.progress, 2),
+        last_access=seq.last_access_step - warmup,
+        swapped=swapped,
+    )

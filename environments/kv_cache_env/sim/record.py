@@ -1,0 +1,111 @@
+"""The episode record: everything the rubric and the metrics need, and nothing else.
+
+A record is plain data (JSON round-trips exactly through `to_dict`/`from_dict`), so an episode
+can be re-scored later from a results file or a verifiers trace without re-running it. Steps in
+it are turns (0 = the agent's first turn); warm-up steps are not part of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from .types import BlockType
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRecord:
+    turn: int
+    seq_id: str
+    block_type: BlockType
+    priority: float
+    progress: float
+    """Generated / target output tokens when it was evicted."""
+    forced: bool
+    """True when the engine preempted it because growth did not fit."""
+    freed_blocks: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResidentRecord:
+    """A sequence still holding GPU blocks when the episode ended."""
+
+    seq_id: str
+    block_type: BlockType
+    blocks: float
+    """GPU blocks attributed to it: private blocks + each shared block / its reference count,
+    so the attributions of all residents sum to the blocks in use."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRecord:
+    scenario: str
+    seed: int
+    turns: int
+    block_size: int
+    capacity_blocks: int
+    reference_tokens: int
+    """Tokens an unconstrained engine generates over the same turns (the throughput ceiling)."""
+    reference_block_steps: int
+    """Sum over the same turns of the blocks that engine holds."""
+    reference_peak_blocks: int
+    used_blocks: tuple[int, ...]
+    queue: tuple[int, ...]
+    failures: tuple[int, ...]
+    tokens: tuple[int, ...]
+    effective_tokens: tuple[float, ...]
+    """Per turn, tokens weighted by the quality factor of their precision."""
+    forced_preemptions: tuple[int, ...]
+    prefix_hit_blocks: int
+    prefix_lookup_blocks: int
+    swap_latency_s: float
+    evictions: tuple[EvictionRecord, ...]
+    residents: tuple[ResidentRecord, ...]
+    calls_per_turn: tuple[int, ...]
+    """Actions the agent submitted each turn, valid or not."""
+    evict_calls: int
+    compress_calls: int
+    swap_calls: int
+    noop_calls: int
+    invalid_calls: int
+
+    @property
+    def usage(self) -> tuple[float, ...]:
+        return tuple(u / self.capacity_blocks for u in self.used_blocks)
+
+    @property
+    def total_failures(self) -> int:
+        return sum(self.failures)
+
+    @property
+    def tokens_generated(self) -> int:
+        return sum(self.tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("used_blocks", "queue", "failures", "tokens", "effective_tokens",
+                    "forced_preemptions", "calls_per_turn"):
+            data[key] = list(data[key])
+        data["evictions"] = [{**e, "block_type": str(e["block_type"])} for e in data["evictions"]]
+        data["residents"] = [{**r, "block_type": str(r["block_type"])} for r in data["residents"]]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EpisodeRecord:
+        known = {f.name for f in fields(cls)}
+        missing = known - data.keys()
+        if missing:
+            raise ValueError(f"episode record lacks fields: {', '.join(sorted(missing))}")
+        values = {k: data[k] for k in known}
+        for key in ("used_blocks", "queue", "failures", "tokens", "effective_tokens",
+                    "forced_preemptions", "calls_per_turn"):
+            values[key] = tuple(values[key])
+        values["evictions"] = tuple(
+            EvictionRecord(**{**e, "block_type": BlockType(e["block_type"])})
+            for e in data["evictions"]
+        )
+        values["residents"] = tuple(
+            ResidentRecord(**{**r, "block_type": BlockType(r["block_type"])})
+            for r in data["residents"]
+        )
+        return cls(**values)

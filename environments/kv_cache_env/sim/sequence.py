@@ -1,0 +1,104 @@
+"""A request's mutable state while the engine serves it: seed 003's `CacheEntry`, and more.
+
+Every `CacheEntry` field of seed 003 is here (stored, or derived as a property so it can never
+disagree with the state it describes). Fields marked "engine" should only be changed by
+`Engine`; everyone else reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .types import BlockType, Phase, Quantization, Status
+from .workload import Request
+
+
+@dataclass(slots=True, eq=False)
+class Sequence:
+    request: Request
+    wait_since: int
+    """Engine step since which it has been waiting (arrival or last preemption). engine"""
+    not_before: int
+    """Earliest engine step it may be (re)admitted or swapped back in. engine"""
+    status: Status = Status.WAITING
+    quantization_level: Quantization = Quantization.FP16
+    generated: int = 0
+    """Output tokens generated so far (kept across preemptions: recompute restores them)."""
+    prefill_remaining: int = 0
+    """Prompt tokens still to (re)compute before decoding; 0 once decoding. engine"""
+    gpu_blocks: int = 0
+    """Private physical blocks on the GPU at `quantization_level`. engine"""
+    cpu_blocks: int = 0
+    """Private physical blocks swapped out to CPU. engine"""
+    prefix_held: int = 0
+    """How many leading blocks of `request.prefix_hashes` it references (all, or 0). engine"""
+    last_access_step: int = -1
+    """Last engine step its KV was read (prefill or decode)."""
+    hotness: float = 0.0
+    """Exponential moving average (alpha 0.5) of "accessed this step"."""
+    admitted_order: int = -1
+    """Admission counter value at its last admission (larger = newer). engine"""
+    preemptions: int = 0
+    """Times it was evicted, by the agent or the engine."""
+
+    # --- seed-003 CacheEntry fields derived from the request and the state -------------------
+    @property
+    def seq_id(self) -> str:
+        return self.request.seq_id
+
+    @property
+    def block_type(self) -> BlockType:
+        return self.request.block_type
+
+    @property
+    def priority(self) -> float:
+        return self.request.priority
+
+    @property
+    def token_gen_rate(self) -> float:
+        return float(self.request.decode_rate)
+
+    @property
+    def shared_prefix_id(self) -> str | None:
+        return self.request.shared_prefix_id
+
+    @property
+    def sequence_length(self) -> int:
+        """Full length the sequence reaches when complete: prompt + output."""
+        return self.request.prompt_tokens + self.request.output_tokens
+
+    @property
+    def tokens_cached(self) -> int:
+        """Tokens whose KV is held (GPU or CPU); 0 while waiting."""
+        if self.status is Status.RUNNING or self.status is Status.SWAPPED:
+            return self.request.prompt_tokens + self.generated - self.prefill_remaining
+        return 0
+
+    @property
+    def is_compressed(self) -> bool:
+        return self.quantization_level is not Quantization.FP16
+
+    @property
+    def is_swapped(self) -> bool:
+        return self.status is Status.SWAPPED
+
+    @property
+    def phase(self) -> Phase:
+        if self.status is not Status.RUNNING:
+            return Phase.IDLE
+        if self.prefill_remaining:
+            return Phase.PREFILL
+        if self.generated < self.request.reasoning_tokens:
+            return Phase.REASONING
+        return Phase.DECODE
+
+    # --- accounting helpers ------------------------------------------------------------------
+    @property
+    def progress(self) -> float:
+        """Generated / target output tokens (seed 003's "progress" in risky eviction)."""
+        return self.generated / self.request.output_tokens
+
+    def private_tokens(self, block_size: int) -> int:
+        """Tokens stored in private blocks: everything past the shared prefix blocks."""
+        prefix_tokens = len(self.request.prefix_hashes) * block_size
+        return max(0, self.request.prompt_tokens - prefix_tokens) + self.generated

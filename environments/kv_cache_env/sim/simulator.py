@@ -1,0 +1,283 @@
+"""`Simulator`: one episode of the KV-cache serving game, the only object callers drive.
+
+    sim = Simulator(get_scenario("hard"), seed=7)
+    while not sim.done:
+        obs = sim.observe()            # structured; text.render(obs) for an LLM
+        sim.apply(evict("r12"))        # any number of validated actions...
+        sim.step()                     # ...then one engine step ends the turn
+    record = sim.record()              # what the rubric scores
+
+Reset draws the whole arrival schedule and the memory budget from `numpy.random.default_rng(seed)`,
+runs an unconstrained reference engine over the same schedule (its peak sets the capacity, its
+output is the throughput ceiling), then plays the warm-up steps. The same scenario, seed and
+actions give a bit-identical episode. Pure: no I/O, no wall clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .actions import Action, ActionResult
+from .engine import Engine, StepStats
+from .events import Subscriber
+from .observation import Observation, build_observation
+from .record import EpisodeRecord, EvictionRecord, ResidentRecord
+from .scenario import Scenario
+from .types import Status
+from .workload import Schedule, synthesize
+
+UNLIMITED_BLOCKS = 1 << 40
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """What an engine with unlimited memory does over the same schedule, with no agent."""
+
+    peak_blocks: int
+    tokens: int
+    """Tokens generated during the scored turns."""
+    block_steps: int
+    """Blocks held, summed over the scored turns."""
+
+
+def run_reference(scenario: Scenario, schedule: Schedule) -> Reference:
+    engine = Engine(scenario, schedule, UNLIMITED_BLOCKS)
+    engine.cpu_capacity = 0
+    tokens = block_steps = 0
+    for t in range(schedule.horizon):
+        stats = engine.step()
+        if t >= scenario.warmup_steps:
+            tokens += stats.tokens
+            block_steps += stats.used_blocks
+    return Reference(max(engine.pool.peak_used, 1), tokens, block_steps)
+
+
+class Simulator:
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int,
+        *,
+        schedule: Schedule | None = None,
+        budget_fraction: float | None = None,
+    ) -> None:
+        """`schedule` replaces the synthetic arrivals (trace replay); `budget_fraction` fixes the
+        memory budget instead of drawing it from the scenario's range."""
+        self.scenario = scenario
+        self.seed = seed
+        rng = np.random.default_rng(seed)
+        self.schedule = schedule if schedule is not None else synthesize(scenario, rng)
+        expected = scenario.warmup_steps + scenario.steps
+        if self.schedule.horizon != expected:
+            raise ValueError(
+                f"schedule spans {self.schedule.horizon} steps; scenario {scenario.name!r} "
+                f"needs warmup_steps + steps = {expected}"
+            )
+        self.reference = run_reference(scenario, self.schedule)
+        fraction = budget_fraction
+        if fraction is None:
+            fraction = float(rng.uniform(*scenario.budget_fraction))
+        capacity = max(
+            math.ceil(fraction * self.reference.peak_blocks),
+            self.schedule.max_request_blocks(scenario.block_size),
+        )
+        self.engine = Engine(scenario, self.schedule, capacity)
+        for _ in range(scenario.warmup_steps):
+            self.engine.step()
+        self.turn = 0
+        self._stats: list[StepStats] = []
+        self._calls_this_turn = 0
+        self._calls_per_turn: list[int] = []
+        self._counts = {"evict": 0, "compress": 0, "swap": 0, "noop": 0, "invalid": 0}
+
+    # --- driving -----------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.turn >= self.scenario.steps
+
+    @property
+    def capacity(self) -> int:
+        return self.engine.pool.num_blocks
+
+    def observe(self, *, hints: bool = True) -> Observation:
+        return build_observation(
+            self.engine,
+            turn=self.turn,
+            turns=self.scenario.steps,
+            warmup=self.scenario.warmup_steps,
+            hints=hints,
+        )
+
+    def apply(self, action: Action) -> ActionResult:
+        """Validate and carry out one action. Invalid ones change nothing and are counted."""
+        if self.done:
+            raise RuntimeError("the episode is over; no more actions")
+        self._calls_this_turn += 1
+        result = self._apply(action)
+        self._counts[action.kind if result.ok else "invalid"] += 1
+        return result
+
+    def count_invalid(self) -> None:
+        """Count a call that never became an action (unknown tool, malformed arguments)."""
+        self._calls_this_turn += 1
+        self._counts["invalid"] += 1
+
+    def step(self) -> StepStats:
+        """End the turn: advance the engine one step."""
+        if self.done:
+            raise RuntimeError("the episode is over; no more steps")
+        stats = self.engine.step()
+        self._stats.append(stats)
+        self._calls_per_turn.append(self._calls_this_turn)
+        self._calls_this_turn = 0
+        self.turn += 1
+        return stats
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Receive every `BlockEvent` from now on."""
+        self.engine.subscribers.append(subscriber)
+
+    # --- validation --------------------------------------------------------------------------
+    def _apply(self, action: Action) -> ActionResult:
+        kind = action.kind
+        if kind == "noop":
+            return ActionResult(True, "noop: nothing changed")
+        engine = self.engine
+        seq = engine.sequences.get(action.seq_id or "")
+        if seq is None or seq.status in (Status.WAITING, Status.FINISHED, Status.FAILED):
+            return ActionResult(False, self._not_actionable(kind, action.seq_id, seq))
+        sid = seq.seq_id
+        if kind == "evict":
+            freed = engine.evict(seq)
+            return ActionResult(
+                True, f"evict {sid}: freed {freed} GPU blocks; it will recompute", freed
+            )
+        if seq.status is Status.SWAPPED:
+            resident = self._ids(Status.RUNNING)
+            return ActionResult(
+                False,
+                f"{kind} {sid}: it is already swapped to CPU; {kind} acts on GPU-resident "
+                f"sequences: {resident}",
+            )
+        if kind == "compress":
+            level = seq.quantization_level
+            if level.next_level is None:
+                valid = ", ".join(
+                    s.seq_id for s in engine.running if s.quantization_level.next_level
+                ) or "none"
+                return ActionResult(
+                    False,
+                    f"compress {sid}: already int4 (fp16 -> int8 -> int4, one level per call); "
+                    f"compressible: {valid}",
+                )
+            freed = engine.compress(seq)
+            return ActionResult(
+                True, f"compress {sid}: {level} -> {seq.quantization_level}, freed {freed}", freed
+            )
+        # swap
+        room = engine.cpu_capacity - engine.cpu_used
+        if seq.gpu_blocks > room:
+            return ActionResult(
+                False,
+                f"swap {sid}: needs {seq.gpu_blocks} CPU blocks, only {room} of "
+                f"{engine.cpu_capacity} free",
+            )
+        freed = engine.swap_out(seq)
+        return ActionResult(True, f"swap {sid}: {freed} blocks moved to CPU", freed)
+
+    def _not_actionable(self, kind: str, seq_id: str | None, seq: object) -> str:
+        valid_status = (Status.RUNNING, Status.SWAPPED) if kind == "evict" else (Status.RUNNING,)
+        valid = self._ids(*valid_status)
+        if seq is None:
+            what = f"unknown seq_id {seq_id!r}"
+        else:
+            status = seq.status  # type: ignore[attr-defined]
+            what = {
+                Status.WAITING: f"{seq_id} is waiting in the queue and holds no blocks",
+                Status.FINISHED: f"{seq_id} already finished",
+                Status.FAILED: f"{seq_id} already failed",
+            }[status]
+        return f"{kind}: {what}; valid ids: {valid}"
+
+    def _ids(self, *statuses: Status) -> str:
+        engine = self.engine
+        seqs = [s for s in (*engine.running, *engine.swapped) if s.status in statuses]
+        return ", ".join(sorted((s.seq_id for s in seqs), key=_id_order)) or "none"
+
+    # --- results -----------------------------------------------------------------------------
+    def record(self) -> EpisodeRecord:
+        warmup = self.scenario.warmup_steps
+        engine = self.engine
+        stats = self._stats
+        counts = engine.pool.ref_counts
+        residents = tuple(
+            ResidentRecord(
+                seq.seq_id,
+                seq.block_type,
+                seq.gpu_blocks
+                + sum(1 / counts[h] for h in seq.request.prefix_hashes[: seq.prefix_held]),
+            )
+            for seq in engine.running
+        )
+        evictions = tuple(
+            EvictionRecord(
+                e.step - warmup, e.seq_id, e.block_type, e.priority, e.progress, e.forced,
+                e.freed_blocks,
+            )
+            for e in engine.evictions
+            if e.step >= warmup
+        )
+        return EpisodeRecord(
+            scenario=self.scenario.name,
+            seed=self.seed,
+            turns=len(stats),
+            block_size=self.scenario.block_size,
+            capacity_blocks=self.capacity,
+            reference_tokens=self.reference.tokens,
+            reference_block_steps=self.reference.block_steps,
+            reference_peak_blocks=self.reference.peak_blocks,
+            used_blocks=tuple(s.used_blocks for s in stats),
+            queue=tuple(s.queue for s in stats),
+            failures=tuple(s.failures for s in stats),
+            tokens=tuple(s.tokens for s in stats),
+            effective_tokens=tuple(s.effective_tokens for s in stats),
+            forced_preemptions=tuple(s.forced_preemptions for s in stats),
+            prefix_hit_blocks=sum(s.prefix_hit_blocks for s in stats),
+            prefix_lookup_blocks=sum(s.prefix_lookup_blocks for s in stats),
+            swap_latency_s=sum(s.swap_latency_s for s in stats),
+            evictions=evictions,
+            residents=residents,
+            calls_per_turn=tuple(self._calls_per_turn),
+            evict_calls=self._counts["evict"],
+            compress_calls=self._counts["compress"],
+            swap_calls=self._counts["swap"],
+            noop_calls=self._counts["noop"],
+            invalid_calls=self._counts["invalid"],
+        )
+
+    # --- copies and checks -------------------------------------------------------------------
+    def clone(self) -> Simulator:
+        """An independent copy at the same point (lookahead plays futures on it)."""
+        clone = Simulator.__new__(Simulator)
+        clone.scenario = self.scenario
+        clone.seed = self.seed
+        clone.schedule = self.schedule
+        clone.reference = self.reference
+        clone.engine = self.engine.clone()
+        clone.turn = self.turn
+        clone._stats = list(self._stats)
+        clone._calls_this_turn = self._calls_this_turn
+        clone._calls_per_turn = list(self._calls_per_turn)
+        clone._counts = dict(self._counts)
+        return clone
+
+    def check_invariants(self) -> None:
+        self.engine.check()
+
+
+def _id_order(seq_id: str) -> tuple[int, str]:
+    digits = seq_id.lstrip("r")
+    return (int(digits), seq_id) if digits.isdigit() else (1 << 62, seq_id)

@@ -1,0 +1,127 @@
+"""The compact text form of an `Observation`, and its exact inverse.
+
+`render(obs)` is what an LLM reads; `parse(render(obs)) == obs` for every observation, so a policy
+served behind an HTTP chat endpoint decides from the text exactly as it would in-process.
+Format (one header line, one table, an optional candidates line):
+
+    turn 3/15 | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 | queue 3 oldest 2/5 head 96 preempted 1
+    seq type phase prio kv tokens priv shared frees prog last loc
+    r12 context decode 0.62 fp16 1840 99 16 99 0.41 2 gpu
+    candidates: r7=0.90 r3=0.85
+"""
+
+from __future__ import annotations
+
+import re
+
+from .observation import Candidate, EntryView, Observation, QueueView
+from .types import BlockType, Phase, Quantization
+
+TABLE_HEADER = "seq type phase prio kv tokens priv shared frees prog last loc"
+
+_HEADER = re.compile(
+    r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| gpu (?P<used>\d+)/(?P<capacity>\d+) used [\d.]+% "
+    r"cached (?P<cached>\d+) free -?\d+ \| cpu (?P<cpu_used>\d+)/(?P<cpu_capacity>\d+) \| "
+    r"queue (?P<waiting>\d+) oldest (?P<oldest>\d+)/(?P<max_wait>\d+) head (?P<head>\d+) "
+    r"preempted (?P<preempted>\d+)$"
+)
+
+
+def render(obs: Observation) -> str:
+    q = obs.queue
+    lines = [
+        f"turn {obs.turn}/{obs.turns} | gpu {obs.used}/{obs.capacity} used {obs.usage:.1%} "
+        f"cached {obs.cached} free {obs.free} | cpu {obs.cpu_used}/{obs.cpu_capacity} | "
+        f"queue {q.waiting} oldest {q.oldest_wait}/{obs.max_wait} head {q.head_blocks} "
+        f"preempted {q.preempted}",
+        TABLE_HEADER,
+    ]
+    lines.extend(
+        f"{e.seq_id} {e.block_type} {e.phase} {e.priority:.2f} {e.quantization} {e.tokens} "
+        f"{e.private_blocks} {e.shared_blocks} {e.frees} {e.progress:.2f} {e.last_access} "
+        f"{'cpu' if e.swapped else 'gpu'}"
+        for e in obs.entries
+    )
+    if obs.candidates is not None:
+        shown = " ".join(f"{c.seq_id}={c.score:.2f}" for c in obs.candidates) or "none"
+        lines.append(f"candidates: {shown}")
+    return "\n".join(lines)
+
+
+def parse(text: str) -> Observation:
+    """Rebuild the observation from its rendering; ValueError names the offending line."""
+    lines = text.strip().splitlines()
+    if len(lines) < 2:
+        raise ValueError("observation text needs a header line and a table header")
+    header = _HEADER.match(lines[0].strip())
+    if header is None:
+        raise ValueError(f"line 1 is not an observation header: {lines[0]!r}")
+    if lines[1].strip() != TABLE_HEADER:
+        raise ValueError(f"line 2 is not the table header: {lines[1]!r}")
+    h = {k: int(v) for k, v in header.groupdict().items()}
+    entries = []
+    candidates: tuple[Candidate, ...] | None = None
+    for number, line in enumerate(lines[2:], start=3):
+        line = line.strip()
+        if line.startswith("candidates:"):
+            candidates = _parse_candidates(line, number)
+            continue
+        fields = line.split()
+        if len(fields) != 12:
+            raise ValueError(f"line {number}: expected 12 columns, got {len(fields)}: {line!r}")
+        try:
+            entries.append(
+                EntryView(
+                    seq_id=fields[0],
+                    block_type=BlockType(fields[1]),
+                    phase=Phase(fields[2]),
+                    priority=float(fields[3]),
+                    quantization=Quantization(fields[4]),
+                    tokens=int(fields[5]),
+                    private_blocks=int(fields[6]),
+                    shared_blocks=int(fields[7]),
+                    frees=int(fields[8]),
+                    progress=float(fields[9]),
+                    last_access=int(fields[10]),
+                    swapped=_location(fields[11]),
+                )
+            )
+        except ValueError as error:
+            raise ValueError(f"line {number}: {error}: {line!r}") from None
+    return Observation(
+        turn=h["turn"],
+        turns=h["turns"],
+        capacity=h["capacity"],
+        used=h["used"],
+        cached=h["cached"],
+        cpu_used=h["cpu_used"],
+        cpu_capacity=h["cpu_capacity"],
+        max_wait=h["max_wait"],
+        queue=QueueView(h["waiting"], h["oldest"], h["head"], h["preempted"]),
+        entries=tuple(entries),
+        candidates=candidates,
+    )
+
+
+def _location(field: str) -> bool:
+    if field not in ("gpu", "cpu"):
+        raise ValueError(f"location must be gpu or cpu, got {field!r}")
+    return field == "cpu"
+
+
+def _parse_candidates(line: str, number: int) -> tuple[Candidate, ...]:
+    body = line.removeprefix("candidates:").strip()
+    if body == "none":
+        return ()
+    out = []
+    for item in body.split():
+        seq_id, sep, score = item.partition("=")
+        if not sep:
+            raise ValueError(f"line {number}: candidate {item!r} is not id=score")
+        out.append(Candidate(seq_id, float(score)))
+    return tuple(out)
+
+
+def approx_tokens(text: str) -> int:
+    """Token estimate used in reports: 4 characters ~ 1 token."""
+    return -(-len(text) // 4)

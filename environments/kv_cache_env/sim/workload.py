@@ -1,0 +1,141 @@
+"""Arrival schedules: the requests of one episode, fixed before the first step.
+
+A `Schedule` is drawn once at reset (synthetically from a `Scenario`, or from a trace) and never
+depends on the agent's actions, so every policy faces the same future. Requests are immutable;
+the engine keeps each request's mutable state in a `Sequence`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .scenario import Scenario
+from .types import BlockType
+
+# Prefix block hashes of synthetic prefix k are PREFIX_HASH_BASE * (k + 1) + i, i = block index.
+PREFIX_HASH_BASE = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request as it arrives. `arrival_step` is on the engine clock (warm-up included)."""
+
+    seq_id: str
+    arrival_step: int
+    block_type: BlockType
+    priority: float
+    """0-1, rounded to 2 decimals (what observations show)."""
+    prompt_tokens: int
+    """Whole prompt, shared prefix included."""
+    output_tokens: int
+    """Tokens to generate before the request completes (>= 1)."""
+    decode_rate: int
+    """Tokens generated per step while decoding (seed 003's token_gen_rate)."""
+    prefix_hashes: tuple[int, ...] = ()
+    """Content hashes of the prompt's leading shareable blocks, in order (a hash chain)."""
+    shared_prefix_id: str | None = None
+    reasoning_tokens: int = 0
+    """The first `reasoning_tokens` outputs are decoded in the `reasoning` phase."""
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """All arrivals of an episode, sorted by arrival step; `horizon` = engine steps in total."""
+
+    requests: tuple[Request, ...]
+    horizon: int
+
+    def arrivals_by_step(self) -> list[list[Request]]:
+        by_step: list[list[Request]] = [[] for _ in range(self.horizon)]
+        for request in self.requests:
+            if 0 <= request.arrival_step < self.horizon:
+                by_step[request.arrival_step].append(request)
+        return by_step
+
+    def max_request_blocks(self, block_size: int) -> int:
+        """fp16 blocks the largest request needs at its full length (capacity floor)."""
+        return max(
+            (math.ceil((r.prompt_tokens + r.output_tokens) / block_size) for r in self.requests),
+            default=1,
+        )
+
+
+def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
+    """Draw the arrival schedule of one episode of `scenario` from `rng`."""
+    horizon = scenario.warmup_steps + scenario.steps
+    rate = rng.uniform(*scenario.arrival_rate) * scenario.step_seconds
+    bursts = rng.random(horizon) < scenario.burst_probability
+    counts = rng.poisson(np.where(bursts, rate * scenario.burst_multiplier, rate))
+    total = int(counts.sum())
+    steps = np.repeat(np.arange(horizon), counts)
+
+    types = [t for t, _ in scenario.type_mix]
+    weights = np.array([w for _, w in scenario.type_mix], dtype=float)
+    type_index = rng.choice(len(types), size=total, p=weights / weights.sum())
+
+    prefixes = _prefix_catalogue(scenario, rng)
+    popularity = 1.0 / np.arange(1, len(prefixes) + 1)
+    prefix_choice = rng.choice(len(prefixes), size=total, p=popularity / popularity.sum()) if (
+        prefixes
+    ) else np.zeros(total, dtype=int)
+    uses_prefix = rng.random(total) < scenario.shared_prefix_probability
+    normals = rng.standard_normal((total, 2))
+    uniforms = rng.random(total)
+    decode_lo, decode_hi = scenario.decode_tokens_per_step
+    decode_rates = rng.integers(decode_lo, decode_hi + 1, size=total)
+
+    requests = []
+    for i in range(total):
+        block_type = types[int(type_index[i])]
+        profile = scenario.profile(block_type)
+        private_prompt = _lognormal(profile.prompt_median, profile.prompt_sigma, normals[i, 0])
+        private_prompt = min(private_prompt, scenario.max_prompt_tokens)
+        output = _lognormal(profile.output_median, profile.output_sigma, normals[i, 1])
+        lo, hi = profile.priority
+        priority = round(lo + (hi - lo) * float(uniforms[i]), 2)
+        hashes: tuple[int, ...] = ()
+        prefix_id = None
+        if prefixes and (uses_prefix[i] or block_type is BlockType.SYSTEM):
+            k = int(prefix_choice[i])
+            hashes = prefixes[k]
+            prefix_id = f"p{k}"
+        prompt = private_prompt + len(hashes) * scenario.block_size
+        requests.append(
+            Request(
+                seq_id=f"r{i}",
+                arrival_step=int(steps[i]),
+                block_type=block_type,
+                priority=priority,
+                prompt_tokens=prompt,
+                output_tokens=output,
+                decode_rate=int(decode_rates[i]),
+                prefix_hashes=hashes,
+                shared_prefix_id=prefix_id,
+                reasoning_tokens=int(output * profile.reasoning_fraction),
+            )
+        )
+    return Schedule(requests=tuple(requests), horizon=horizon)
+
+
+def _prefix_catalogue(scenario: Scenario, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    lo, hi = scenario.prefix_tokens
+    catalogue = []
+    for k in range(scenario.shared_prefixes):
+        blocks = max(1, int(rng.integers(lo, hi + 1)) // scenario.block_size)
+        base = PREFIX_HASH_BASE * (k + 1)
+        catalogue.append(tuple(base + i for i in range(blocks)))
+    return catalogue
+
+
+def _lognormal(median: int, sigma: float, normal: float) -> int:
+    return int(min(16384, max(16, round(median * math.exp(sigma * normal)))))
+
+
+def schedule_from_requests(requests: Iterable[Request], horizon: int) -> Schedule:
+    """A schedule from ready-made requests (traces, tests), sorted by arrival step."""
+    ordered = tuple(sorted(requests, key=lambda r: r.arrival_step))
+    return Schedule(requests=ordered, horizon=horizon)

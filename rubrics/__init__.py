@@ -1,0 +1,1 @@
+"""Rubrics: pure functions of an episode record that score it."""
