@@ -112,7 +112,11 @@ class Engine:
         self.admissions = 0
         self.subscribers: list[Subscriber] = []
         self._arrivals = schedule.arrivals_by_step()
-        self._quality = dict(zip(Quantization, scenario.quality, strict=True))
+        self._quality = {
+            (level, block_type): scenario.quality(level, block_type)
+            for level in Quantization
+            for block_type in BlockType
+        }
         self._prefill_budget = scenario.prefill_tokens_per_step
 
     # --- geometry ----------------------------------------------------------------------------
@@ -130,14 +134,22 @@ class Engine:
         )
         return seq.gpu_blocks + sole
 
+    def admission_need(self, seq: Sequence) -> int:
+        """Fresh blocks admitting `seq` now takes, net of prefix hits."""
+        hashes = seq.request.prefix_hashes
+        hits, _ = self.pool.cached_hit_length(hashes)
+        return len(hashes) - hits + self.blocks_for(seq, Quantization.FP16)
+
     def head_need(self) -> int:
-        """Fresh blocks the first admissible waiting request needs, net of prefix hits."""
+        """Fresh blocks the first admissible waiting request needs (0 if none)."""
         for seq in self.waiting:
             if seq.not_before <= self.t:
-                hashes = seq.request.prefix_hashes
-                hits, _ = self.pool.cached_hit_length(hashes)
-                return len(hashes) - hits + self.blocks_for(seq, Quantization.FP16)
+                return self.admission_need(seq)
         return 0
+
+    def queue_demand(self) -> int:
+        """Fresh blocks every waiting request needs, each counted against today's cache."""
+        return sum(self.admission_need(seq) for seq in self.waiting)
 
     # --- actions (preconditions asserted; Simulator validates) -------------------------------
     def evict(self, seq: Sequence, *, forced: bool = False) -> int:
@@ -259,7 +271,7 @@ class Engine:
             seq.generated += n
             seq.last_access_step = t
             tally.tokens += n
-            tally.effective += n * self._quality[level]
+            tally.effective += n * self._quality[level, request.block_type]
 
     def _make_room(self, need: int, growing: Sequence, tally: _Tally) -> None:
         while need > self.pool.available:

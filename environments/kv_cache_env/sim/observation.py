@@ -27,6 +27,8 @@ class EntryView:
     quantization: Quantization
     tokens: int
     """Tokens whose KV is held."""
+    rate: int
+    """Tokens it generates per step while decoding (token_gen_rate)."""
     private_blocks: int
     """Its own physical blocks (on CPU when swapped)."""
     shared_blocks: int
@@ -51,6 +53,8 @@ class QueueView:
     """Steps the longest-waiting request has waited (it fails past `max_wait`)."""
     head_blocks: int
     """Blocks the next admissible request needs, net of prefix hits (0 if none)."""
+    demand_blocks: int
+    """Blocks all waiting requests need together, net of prefix hits cached now."""
     preempted: int
     """Waiting requests that were preempted and will recompute on readmission."""
 
@@ -67,6 +71,8 @@ class Candidate:
 class Observation:
     turn: int
     turns: int
+    block_size: int
+    """Tokens per fp16 block (int8 packs 2x, int4 4x as many per block)."""
     capacity: int
     used: int
     """GPU blocks in use (private + shared prefix blocks with references)."""
@@ -126,12 +132,14 @@ def build_observation(
         waiting=len(waiting),
         oldest_wait=max((t - s.wait_since for s in waiting), default=0),
         head_blocks=engine.head_need(),
+        demand_blocks=engine.queue_demand(),
         preempted=sum(1 for s in waiting if s.preemptions),
     )
     pool = engine.pool
     return Observation(
         turn=turn,
         turns=turns,
+        block_size=engine.block_size,
         capacity=pool.num_blocks,
         used=pool.used,
         cached=len(pool.cached),
@@ -153,6 +161,7 @@ def _entry(engine: Engine, seq: Sequence, warmup: int) -> EntryView:
         priority=seq.priority,
         quantization=seq.quantization_level,
         tokens=seq.tokens_cached,
+        rate=seq.request.decode_rate,
         private_blocks=seq.cpu_blocks if swapped else seq.gpu_blocks,
         shared_blocks=seq.prefix_held,
         frees=engine.freeable_blocks(seq),

@@ -4,9 +4,9 @@
 served behind an HTTP chat endpoint decides from the text exactly as it would in-process.
 Format (one header line, one table, an optional candidates line):
 
-    turn 3/15 | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 | queue 3 oldest 2/5 head 96 preempted 1
-    seq type phase prio kv tokens priv shared frees prog last loc
-    r12 context decode 0.62 fp16 1840 99 16 99 0.41 2 gpu
+    turn 3/15 | block 16 | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 | queue 3 oldest 2/5 head 96 demand 250 preempted 1
+    seq type phase prio kv tokens rate priv shared frees prog last loc
+    r12 context decode 0.62 fp16 1840 40 99 16 99 0.41 2 gpu
     candidates: r7=0.90 r3=0.85
 """
 
@@ -17,12 +17,13 @@ import re
 from .observation import Candidate, EntryView, Observation, QueueView
 from .types import BlockType, Phase, Quantization
 
-TABLE_HEADER = "seq type phase prio kv tokens priv shared frees prog last loc"
+TABLE_HEADER = "seq type phase prio kv tokens rate priv shared frees prog last loc"
 
 _HEADER = re.compile(
-    r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| gpu (?P<used>\d+)/(?P<capacity>\d+) used [\d.]+% "
+    r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| block (?P<block_size>\d+) \| gpu (?P<used>\d+)/(?P<capacity>\d+) used [\d.]+% "
     r"cached (?P<cached>\d+) free -?\d+ \| cpu (?P<cpu_used>\d+)/(?P<cpu_capacity>\d+) \| "
     r"queue (?P<waiting>\d+) oldest (?P<oldest>\d+)/(?P<max_wait>\d+) head (?P<head>\d+) "
+    r"demand (?P<demand>\d+) "
     r"preempted (?P<preempted>\d+)$"
 )
 
@@ -30,14 +31,15 @@ _HEADER = re.compile(
 def render(obs: Observation) -> str:
     q = obs.queue
     lines = [
-        f"turn {obs.turn}/{obs.turns} | gpu {obs.used}/{obs.capacity} used {obs.usage:.1%} "
+        f"turn {obs.turn}/{obs.turns} | block {obs.block_size} | gpu {obs.used}/{obs.capacity} used {obs.usage:.1%} "
         f"cached {obs.cached} free {obs.free} | cpu {obs.cpu_used}/{obs.cpu_capacity} | "
         f"queue {q.waiting} oldest {q.oldest_wait}/{obs.max_wait} head {q.head_blocks} "
+        f"demand {q.demand_blocks} "
         f"preempted {q.preempted}",
         TABLE_HEADER,
     ]
     lines.extend(
-        f"{e.seq_id} {e.block_type} {e.phase} {e.priority:.2f} {e.quantization} {e.tokens} "
+        f"{e.seq_id} {e.block_type} {e.phase} {e.priority:.2f} {e.quantization} {e.tokens} {e.rate} "
         f"{e.private_blocks} {e.shared_blocks} {e.frees} {e.progress:.2f} {e.last_access} "
         f"{'cpu' if e.swapped else 'gpu'}"
         for e in obs.entries
@@ -67,8 +69,8 @@ def parse(text: str) -> Observation:
             candidates = _parse_candidates(line, number)
             continue
         fields = line.split()
-        if len(fields) != 12:
-            raise ValueError(f"line {number}: expected 12 columns, got {len(fields)}: {line!r}")
+        if len(fields) != 13:
+            raise ValueError(f"line {number}: expected 13 columns, got {len(fields)}: {line!r}")
         try:
             entries.append(
                 EntryView(
@@ -78,12 +80,13 @@ def parse(text: str) -> Observation:
                     priority=float(fields[3]),
                     quantization=Quantization(fields[4]),
                     tokens=int(fields[5]),
-                    private_blocks=int(fields[6]),
-                    shared_blocks=int(fields[7]),
-                    frees=int(fields[8]),
-                    progress=float(fields[9]),
-                    last_access=int(fields[10]),
-                    swapped=_location(fields[11]),
+                    rate=int(fields[6]),
+                    private_blocks=int(fields[7]),
+                    shared_blocks=int(fields[8]),
+                    frees=int(fields[9]),
+                    progress=float(fields[10]),
+                    last_access=int(fields[11]),
+                    swapped=_location(fields[12]),
                 )
             )
         except ValueError as error:
@@ -91,13 +94,14 @@ def parse(text: str) -> Observation:
     return Observation(
         turn=h["turn"],
         turns=h["turns"],
+        block_size=h["block_size"],
         capacity=h["capacity"],
         used=h["used"],
         cached=h["cached"],
         cpu_used=h["cpu_used"],
         cpu_capacity=h["cpu_capacity"],
         max_wait=h["max_wait"],
-        queue=QueueView(h["waiting"], h["oldest"], h["head"], h["preempted"]),
+        queue=QueueView(h["waiting"], h["oldest"], h["head"], h["demand"], h["preempted"]),
         entries=tuple(entries),
         candidates=candidates,
     )

@@ -1,0 +1,51 @@
+"""Baseline policies behind one registry: `register`, `create(name)`, `available()`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .base import OrderedEvictionPolicy, Policy, SimulatorPolicy, blocks_to_free, decide
+from .heuristics import HEURISTICS, SINGLE_ACTION
+from .lookahead import LookaheadPolicy
+
+_REGISTRY: dict[str, Callable[[], Policy]] = {}
+
+
+def register(name: str, factory: Callable[[], Policy]) -> None:
+    """Make `create(name)` build policies with `factory`; a name can be registered once."""
+    if name in _REGISTRY:
+        raise ValueError(f"policy {name!r} is already registered")
+    _REGISTRY[name] = factory
+
+
+def create(name: str) -> Policy:
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown policy {name!r}; known policies: {', '.join(available())}"
+        ) from None
+    return factory()
+
+
+def available() -> list[str]:
+    return list(_REGISTRY)
+
+
+for _cls in (*HEURISTICS, LookaheadPolicy, *SINGLE_ACTION):
+    register(_cls.name, _cls)
+
+BUILTIN: tuple[str, ...] = tuple(c.name for c in (*HEURISTICS, LookaheadPolicy))
+"""The policies `kvarena eval` runs by default (the single-action strategies are for checks)."""
+
+__all__ = [
+    "BUILTIN",
+    "OrderedEvictionPolicy",
+    "Policy",
+    "SimulatorPolicy",
+    "available",
+    "blocks_to_free",
+    "create",
+    "decide",
+    "register",
+]

@@ -1,0 +1,128 @@
+"""What a baseline policy is, and the pressure controller the eviction heuristics share.
+
+A policy sees one `Observation` per turn and answers with a list of actions (several per turn is
+normal). Observation-based policies decide from the observation alone, so they behave the same
+in-process and behind an HTTP chat endpoint (which sees only the text). A `SimulatorPolicy`
+(lookahead) needs the simulator itself and runs in-process only.
+
+The eviction heuristics differ only in *which* sequence goes first: each is a sort key over the
+entries (`priority(entry)`, smallest first), and `OrderedEvictionPolicy` does the mechanics
+(style: the victim order is a key, carrying out the preemption is the simulator's job).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from kv_cache_env.sim import Action, EntryView, Observation, Phase, Simulator, compress, evict
+
+DEFAULT_TARGET_USAGE = 0.95
+
+
+class Policy(ABC):
+    name: ClassVar[str]
+    needs_simulator: ClassVar[bool] = False
+
+    def reset(self, seed: int) -> None:  # noqa: B027 - optional hook
+        """Called before each episode with its seed (for policies with their own randomness)."""
+
+    @abstractmethod
+    def act(self, obs: Observation) -> list[Action]:
+        """The actions for this turn, applied in order before the engine step."""
+
+
+class SimulatorPolicy(Policy):
+    """A policy that reads the simulator itself (in-process only)."""
+
+    needs_simulator = True
+
+    def act(self, obs: Observation) -> list[Action]:
+        raise TypeError(f"policy {self.name!r} needs the simulator; call act_in(sim)")
+
+    @abstractmethod
+    def act_in(self, sim: Simulator) -> list[Action]: ...
+
+
+def decide(policy: Policy, sim: Simulator, *, hints: bool = True) -> list[Action]:
+    if isinstance(policy, SimulatorPolicy):
+        return policy.act_in(sim)
+    return policy.act(sim.observe(hints=hints))
+
+
+# --- the shared pressure controller ---------------------------------------------------------
+def growth_next_step(obs: Observation) -> int:
+    """Upper estimate of the blocks decoding sequences take next step."""
+    total = 0
+    for e in obs.entries:
+        if e.swapped or e.phase is Phase.PREFILL:
+            continue
+        per_block = obs.block_size * e.quantization.packing
+        total += -(-e.rate // per_block)
+    return total
+
+
+def blocks_to_free(obs: Observation, target_usage: float = DEFAULT_TARGET_USAGE) -> int:
+    """Blocks to release now so that next step's growth fits under `target_usage` of capacity
+    and, when the oldest waiting request is one step from failing, the queue head fits too."""
+    urgent = 0
+    if obs.queue.waiting and obs.queue.oldest_wait >= obs.max_wait - 1:
+        urgent = obs.queue.head_blocks
+    limit = int(target_usage * obs.capacity)
+    return max(0, obs.used + growth_next_step(obs) + urgent - limit)
+
+
+def compress_gain(entry: EntryView) -> int:
+    """GPU blocks one compress call frees on `entry`, to within one block: each level halves
+    the private blocks (0 at int4 or when swapped)."""
+    if entry.quantization.next_level is None or entry.swapped:
+        return 0
+    return entry.private_blocks - -(-entry.private_blocks // 2)
+
+
+class OrderedEvictionPolicy(Policy):
+    """Evict in `priority` order (smallest key first) until `blocks_to_free` is met."""
+
+    target_usage: ClassVar[float] = DEFAULT_TARGET_USAGE
+
+    @abstractmethod
+    def priority(self, entry: EntryView) -> tuple[Any, ...]: ...
+
+    def eligible(self, entry: EntryView) -> bool:
+        return entry.frees > 0 and not entry.swapped
+
+    def act(self, obs: Observation) -> list[Action]:
+        need = blocks_to_free(obs, self.target_usage)
+        actions: list[Action] = []
+        if need <= 0:
+            return actions
+        for entry in sorted(filter(self.eligible, obs.entries), key=self.priority):
+            actions.append(evict(entry.seq_id))
+            need -= entry.frees
+            if need <= 0:
+                break
+        return actions
+
+
+def compress_then(need: int, order: list[EntryView]) -> tuple[list[Action], int]:
+    """Compress entries in `order` (one level, then a second pass) until `need` is met."""
+    actions: list[Action] = []
+    levels = {e.seq_id: e for e in order}
+    for _ in range(2):
+        for seq_id, entry in list(levels.items()):
+            if need <= 0:
+                return actions, need
+            gain = compress_gain(entry)
+            if gain <= 0:
+                continue
+            actions.append(compress(seq_id))
+            need -= gain
+            levels[seq_id] = _after_compress(entry, gain)
+    return actions, need
+
+
+def _after_compress(entry: EntryView, gain: int) -> EntryView:
+    level = entry.quantization.next_level
+    assert level is not None
+    return replace(entry, quantization=level, private_blocks=entry.private_blocks - gain)

@@ -1,0 +1,217 @@
+"""The observation-based baselines: engine-only, random, the eviction orders of seed 004 (FIFO,
+LRU, priority) and TensorRT-LLM (prioritized LRU), compress-first, and the single-action
+strategies used to check that the benchmark rewards judgment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kv_cache_env.sim import (
+    EVICTION_VALUE,
+    RETENTION_PRIORITY,
+    Action,
+    BlockType,
+    EntryView,
+    Observation,
+    compress,
+    evict,
+    noop,
+    swap,
+)
+
+from .base import OrderedEvictionPolicy, Policy, blocks_to_free, compress_gain, compress_then
+
+
+def arrival_order(seq_id: str) -> int:
+    """Requests are numbered in arrival order (r0, r1, ...)."""
+    digits = seq_id.lstrip("r")
+    return int(digits) if digits.isdigit() else 1 << 62
+
+
+class NoopPolicy(Policy):
+    """Never acts: the engine's own fallback preemption is all that manages memory."""
+
+    name = "noop"
+
+    def act(self, obs: Observation) -> list[Action]:
+        return []
+
+
+class RandomPolicy(Policy):
+    """0-2 uniformly random actions on random resident sequences each turn (seeded)."""
+
+    name = "random"
+
+    def __init__(self) -> None:
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def act(self, obs: Observation) -> list[Action]:
+        resident = [e for e in obs.entries if not e.swapped]
+        actions: list[Action] = []
+        for _ in range(int(self._rng.integers(0, 3))):
+            kind = ("evict", "compress", "swap", "noop")[int(self._rng.integers(0, 4))]
+            if kind == "noop" or not resident:
+                actions.append(noop())
+                continue
+            target = resident[int(self._rng.integers(0, len(resident)))].seq_id
+            actions.append({"evict": evict, "compress": compress, "swap": swap}[kind](target))
+        return actions
+
+
+class FifoPolicy(OrderedEvictionPolicy):
+    """Under pressure, evict the oldest request first (seed 004 FIFO)."""
+
+    name = "fifo"
+
+    def priority(self, entry: EntryView) -> tuple[Any, ...]:
+        return (arrival_order(entry.seq_id),)
+
+
+class LruPolicy(OrderedEvictionPolicy):
+    """Under pressure, evict the least recently accessed first (seed 004 LRU); ties go to the
+    one touched earliest within the step, i.e. the oldest."""
+
+    name = "lru"
+
+    def priority(self, entry: EntryView) -> tuple[Any, ...]:
+        return (entry.last_access, arrival_order(entry.seq_id))
+
+
+class PriorityPolicy(OrderedEvictionPolicy):
+    """Seed 004's priority eviction: lowest-value block type first (ephemeral, reasoning,
+    generation, context; system never), then lowest request priority, then oldest."""
+
+    name = "priority"
+
+    def eligible(self, entry: EntryView) -> bool:
+        return super().eligible(entry) and entry.block_type is not BlockType.SYSTEM
+
+    def priority(self, entry: EntryView) -> tuple[Any, ...]:
+        return (-EVICTION_VALUE[entry.block_type], entry.priority, arrival_order(entry.seq_id))
+
+
+class TrtllmPolicy(OrderedEvictionPolicy):
+    """TensorRT-LLM prioritized LRU: retention priority (system 100, rest 35) first, least
+    recently used within a level, newest on a tie."""
+
+    name = "trtllm"
+
+    def priority(self, entry: EntryView) -> tuple[Any, ...]:
+        return (
+            RETENTION_PRIORITY[entry.block_type],
+            entry.last_access,
+            -arrival_order(entry.seq_id),
+        )
+
+
+class CompressFirstPolicy(Policy):
+    """Under pressure, compress the largest sequences first (one level each, then a second
+    pass); evict in `priority` order only when compression cannot free enough."""
+
+    name = "compress-first"
+
+    def act(self, obs: Observation) -> list[Action]:
+        need = blocks_to_free(obs)
+        if need <= 0:
+            return []
+        resident = [e for e in obs.entries if not e.swapped]  # already largest first
+        actions, need = compress_then(need, resident)
+        if need > 0:
+            fallback = PriorityPolicy()
+            for entry in sorted(filter(fallback.eligible, resident), key=fallback.priority):
+                actions.append(evict(entry.seq_id))
+                need -= entry.frees
+                if need <= 0:
+                    break
+        return actions
+
+
+# Order in which compression hurts least (mirrors the default quantization sensitivities).
+COMPRESS_ORDER: dict[BlockType, int] = {
+    BlockType.EPHEMERAL: 0,
+    BlockType.GENERATION: 1,
+    BlockType.CONTEXT: 1,
+    BlockType.SYSTEM: 2,
+    BlockType.REASONING: 3,
+}
+
+
+class HeadroomPolicy(Policy):
+    """Keep usage, queue included, under the 0.8 headroom line by compressing the sequences
+    least hurt by quantization first (ephemeral, then generation/context, then system, then
+    reasoning; largest first); evict ephemeral/reasoning sequences only to save a request that
+    is about to time out."""
+
+    name = "headroom"
+    target_usage = 0.8
+
+    def act(self, obs: Observation) -> list[Action]:
+        need = blocks_to_free(obs, self.target_usage) + obs.queue.demand_blocks
+        if obs.queue.oldest_wait >= obs.max_wait - 1:
+            need -= obs.queue.head_blocks  # counted twice: urgent head and demand
+        if need <= 0:
+            return []
+        resident = [e for e in obs.entries if not e.swapped]
+        order = sorted(resident, key=lambda e: (COMPRESS_ORDER[e.block_type], -e.private_blocks))
+        actions, _ = compress_then(need, order)
+        urgent = blocks_to_free(obs) if obs.queue.oldest_wait >= obs.max_wait - 1 else 0
+        urgent -= sum(compress_gain(e) for e in resident)  # rough: what compression can give
+        if urgent > 0:
+            for entry in sorted(resident, key=PriorityPolicy().priority):
+                if EVICTION_VALUE[entry.block_type] < 0.9 or entry.frees <= 0:
+                    continue
+                actions.append(evict(entry.seq_id))
+                urgent -= entry.frees
+                if urgent <= 0:
+                    break
+        return actions
+
+
+# --- single-action strategies: the benchmark is only meaningful if these lose to judgment ----
+class EvictAllPolicy(Policy):
+    """Evict every GPU-resident sequence, every turn."""
+
+    name = "evict-all"
+
+    def act(self, obs: Observation) -> list[Action]:
+        return [evict(e.seq_id) for e in obs.entries if not e.swapped]
+
+
+class SwapAllPolicy(Policy):
+    """Swap every GPU-resident sequence to CPU, every turn."""
+
+    name = "swap-all"
+
+    def act(self, obs: Observation) -> list[Action]:
+        return [swap(e.seq_id) for e in obs.entries if not e.swapped]
+
+
+class CompressAllPolicy(Policy):
+    """Compress every GPU-resident sequence one level, every turn."""
+
+    name = "compress-all"
+
+    def act(self, obs: Observation) -> list[Action]:
+        return [
+            compress(e.seq_id)
+            for e in obs.entries
+            if not e.swapped and e.quantization.next_level is not None
+        ]
+
+
+HEURISTICS: tuple[type[Policy], ...] = (
+    NoopPolicy,
+    RandomPolicy,
+    FifoPolicy,
+    LruPolicy,
+    PriorityPolicy,
+    TrtllmPolicy,
+    CompressFirstPolicy,
+    HeadroomPolicy,
+)
+SINGLE_ACTION: tuple[type[Policy], ...] = (EvictAllPolicy, SwapAllPolicy, CompressAllPolicy)

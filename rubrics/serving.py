@@ -1,0 +1,148 @@
+"""The serving rubric: seed 003's seven reward components, each a pure function of an
+`EpisodeRecord`, and their weighted sum.
+
+Penalties are returned as negative numbers, so the reward is the plain weighted sum
+`sum(weight * component)`. Seed 003's formulas are used as written; where it left a choice open
+the docstring says what was chosen:
+
+- throughput is normalised by what an unconstrained engine generates over the same turns
+  (the record's `reference_tokens`), not by seed 003's fixed 500 tokens;
+- memory_efficiency (unspecified in the seed) is the tokens produced per block-step held,
+  relative to the unconstrained engine, capped at 1;
+- eviction_quality is seed 003's block-type-weighted value of what is left in the cache at the
+  end; an empty cache scores 0;
+- risky_eviction_penalty uses seed 003's three rules with progress = generated / target output
+  tokens, and is capped at 1 like the seed's other penalties.
+Engine-forced preemptions count as evictions in the last two, because keeping room is the
+agent's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kv_cache_env.sim.record import EpisodeRecord
+from kv_cache_env.sim.types import EVICTION_VALUE, BlockType
+
+ComponentFn = Callable[[EpisodeRecord], float]
+
+
+def failure_penalty(record: EpisodeRecord) -> float:
+    """Accelerating cost of failed requests: 0.15 for each of the first two, 0.25 after;
+    1 failure = -0.15, 3 = -0.55, 5 or more = -1.0."""
+    f = record.total_failures
+    return -min(f * 0.15 + max(0, f - 2) * 0.1, 1.0)
+
+
+def throughput_reward(record: EpisodeRecord) -> float:
+    """Quality-weighted tokens generated / tokens an unconstrained engine generates, capped at 1."""
+    return min(sum(record.effective_tokens) / max(record.reference_tokens, 1), 1.0)
+
+
+def headroom_bonus(record: EpisodeRecord) -> float:
+    """Mean per-turn headroom score x 0.4: usage < 0.8 -> 1.0, < 0.95 -> 0.5, < 1.0 -> 0.2,
+    full -> -0.5. Range [-0.2, 0.4]."""
+    usage = record.usage
+    if not usage:
+        return 0.0
+    return sum(_headroom(u) for u in usage) / len(usage) * 0.4
+
+
+def _headroom(usage: float) -> float:
+    if usage < 0.8:
+        return 1.0
+    if usage < 0.95:
+        return 0.5
+    if usage < 1.0:
+        return 0.2
+    return -0.5
+
+
+def memory_efficiency(record: EpisodeRecord) -> float:
+    """(quality-weighted tokens per block-step held) / (the unconstrained engine's), capped at 1.
+    Memory held by sequences that produce nothing (stalled, preempted then recomputed) lowers it."""
+    held = sum(record.used_blocks)
+    if held == 0 or record.reference_tokens == 0:
+        return 0.0
+    ours = sum(record.effective_tokens) / held
+    reference = record.reference_tokens / max(record.reference_block_steps, 1)
+    return min(ours / reference, 1.0)
+
+
+def eviction_quality(record: EpisodeRecord) -> float:
+    """Value-weighted share of the final cache: sum((1 - eviction_value) x blocks) / blocks,
+    in [0, 1]. High when what is left is system/context, low when it is reasoning/ephemeral."""
+    total = sum(r.blocks for r in record.residents)
+    if total <= 0:
+        return 0.0
+    kept = sum((1.0 - EVICTION_VALUE[r.block_type]) * r.blocks for r in record.residents)
+    return kept / total
+
+
+def latency_penalty(record: EpisodeRecord) -> float:
+    """-min(total swap-in latency in seconds x 0.2, 0.3)."""
+    return -min(record.swap_latency_s * 0.2, 0.3)
+
+
+def risky_eviction_penalty(record: EpisodeRecord) -> float:
+    """Per eviction: system +0.3; context with priority >= 0.5 +0.15; generation with priority
+    >= 0.7 and progress >= 0.7 +0.2. Negated, capped at 1."""
+    penalty = 0.0
+    for e in record.evictions:
+        if e.block_type is BlockType.SYSTEM:
+            penalty += 0.3
+        elif e.block_type is BlockType.CONTEXT and e.priority >= 0.5:
+            penalty += 0.15
+        elif e.block_type is BlockType.GENERATION and e.priority >= 0.7 and e.progress >= 0.7:
+            penalty += 0.2
+    return -min(penalty, 1.0)
+
+
+COMPONENTS: dict[str, ComponentFn] = {
+    "failure_penalty": failure_penalty,
+    "throughput_reward": throughput_reward,
+    "headroom_bonus": headroom_bonus,
+    "memory_efficiency": memory_efficiency,
+    "eviction_quality": eviction_quality,
+    "latency_penalty": latency_penalty,
+    "risky_eviction_penalty": risky_eviction_penalty,
+}
+
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "failure_penalty": 0.40,
+    "throughput_reward": 0.25,
+    "headroom_bonus": 0.18,
+    "memory_efficiency": 0.07,
+    "eviction_quality": 0.05,
+    "latency_penalty": 0.03,
+    "risky_eviction_penalty": 0.02,
+}
+
+
+@dataclass(frozen=True)
+class Score:
+    components: dict[str, float]
+    weights: dict[str, float]
+    reward: float
+
+
+def resolve_weights(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Seed weights with `overrides` applied; an unknown component name is an error."""
+    weights = dict(DEFAULT_WEIGHTS)
+    for name, weight in (overrides or {}).items():
+        if name not in weights:
+            known = ", ".join(COMPONENTS)
+            raise ValueError(f"unknown rubric component {name!r}; components: {known}")
+        weights[name] = float(weight)
+    return weights
+
+
+def weighted_reward(components: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    return sum(weights[name] * components[name] for name in COMPONENTS)
+
+
+def score(record: EpisodeRecord, weights: Mapping[str, float] | None = None) -> Score:
+    resolved = resolve_weights(weights)
+    components = {name: fn(record) for name, fn in COMPONENTS.items()}
+    return Score(components, resolved, weighted_reward(components, resolved))
