@@ -19,8 +19,8 @@ from .base import Policy, SimulatorPolicy, decide
 from .heuristics import (
     CompressAllPolicy,
     CompressFirstPolicy,
-    HeadroomPolicy,
     FifoPolicy,
+    HeadroomPolicy,
     LruPolicy,
     NoopPolicy,
     PriorityPolicy,

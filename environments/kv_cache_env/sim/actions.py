@@ -60,5 +60,5 @@ def make_action(kind: str, seq_id: object = None) -> Action | str:
     if kind == "noop":
         return noop()
     if not isinstance(seq_id, str) or not seq_id.strip():
-        return f"{kind} needs a seq_id string (e.g. {kind}(seq_id=\"r12\")), got {seq_id!r}"
+        return f'{kind} needs a seq_id string (e.g. {kind}(seq_id="r12")), got {seq_id!r}'
     return Action(kind, seq_id.strip())  # type: ignore[arg-type]

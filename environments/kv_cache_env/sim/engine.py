@@ -129,9 +129,7 @@ class Engine:
         """GPU blocks that become available if `seq` is evicted now: its private blocks plus the
         prefix blocks it alone references (shared ones stay pinned by the others)."""
         counts = self.pool.ref_counts
-        sole = sum(
-            1 for h in seq.request.prefix_hashes[: seq.prefix_held] if counts.get(h) == 1
-        )
+        sole = sum(1 for h in seq.request.prefix_hashes[: seq.prefix_held] if counts.get(h) == 1)
         return seq.gpu_blocks + sole
 
     def admission_need(self, seq: Sequence) -> int:

@@ -83,8 +83,15 @@ class EpisodeRecord:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("used_blocks", "queue", "failures", "tokens", "effective_tokens",
-                    "forced_preemptions", "calls_per_turn"):
+        for key in (
+            "used_blocks",
+            "queue",
+            "failures",
+            "tokens",
+            "effective_tokens",
+            "forced_preemptions",
+            "calls_per_turn",
+        ):
             data[key] = list(data[key])
         data["evictions"] = [{**e, "block_type": str(e["block_type"])} for e in data["evictions"]]
         data["residents"] = [{**r, "block_type": str(r["block_type"])} for r in data["residents"]]
@@ -97,8 +104,15 @@ class EpisodeRecord:
         if missing:
             raise ValueError(f"episode record lacks fields: {', '.join(sorted(missing))}")
         values = {k: data[k] for k in known}
-        for key in ("used_blocks", "queue", "failures", "tokens", "effective_tokens",
-                    "forced_preemptions", "calls_per_turn"):
+        for key in (
+            "used_blocks",
+            "queue",
+            "failures",
+            "tokens",
+            "effective_tokens",
+            "forced_preemptions",
+            "calls_per_turn",
+        ):
             values[key] = tuple(values[key])
         values["evictions"] = tuple(
             EvictionRecord(**{**e, "block_type": BlockType(e["block_type"])})

@@ -133,7 +133,7 @@ class Scenario:
             (self.warmup_steps >= 0, "warmup_steps must be >= 0"),
             (self.step_seconds > 0, "step_seconds must be > 0"),
             (self.block_size >= 1, "block_size must be >= 1"),
-            (0 < self.budget_fraction[0] <= self.budget_fraction[1], "budget_fraction: 0 < lo <= hi"),
+            (0 < self.budget_fraction[0] <= self.budget_fraction[1], "budget_fraction: 0<lo<=hi"),
             (self.cpu_capacity_fraction >= 0, "cpu_capacity_fraction must be >= 0"),
             (0 <= self.arrival_rate[0] <= self.arrival_rate[1], "arrival_rate: 0 <= lo <= hi"),
             (0 <= self.burst_probability <= 1, "burst_probability must be in [0, 1]"),

@@ -165,9 +165,10 @@ class Simulator:
         if kind == "compress":
             level = seq.quantization_level
             if level.next_level is None:
-                valid = ", ".join(
-                    s.seq_id for s in engine.running if s.quantization_level.next_level
-                ) or "none"
+                valid = (
+                    ", ".join(s.seq_id for s in engine.running if s.quantization_level.next_level)
+                    or "none"
+                )
                 return ActionResult(
                     False,
                     f"compress {sid}: already int4 (fp16 -> int8 -> int4, one level per call); "
@@ -224,7 +225,12 @@ class Simulator:
         )
         evictions = tuple(
             EvictionRecord(
-                e.step - warmup, e.seq_id, e.block_type, e.priority, e.progress, e.forced,
+                e.step - warmup,
+                e.seq_id,
+                e.block_type,
+                e.priority,
+                e.progress,
+                e.forced,
                 e.freed_blocks,
             )
             for e in engine.evictions

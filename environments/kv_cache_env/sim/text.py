@@ -2,9 +2,11 @@
 
 `render(obs)` is what an LLM reads; `parse(render(obs)) == obs` for every observation, so a policy
 served behind an HTTP chat endpoint decides from the text exactly as it would in-process.
-Format (one header line, one table, an optional candidates line):
+Format (one header line, one table, an optional candidates line; the header is one line, shown
+wrapped here):
 
-    turn 3/15 | block 16 | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 | queue 3 oldest 2/5 head 96 demand 250 preempted 1
+    turn 3/15 | block 16 | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 |
+        queue 3 oldest 2/5 head 96 demand 250 preempted 1
     seq type phase prio kv tokens rate priv shared frees prog last loc
     r12 context decode 0.62 fp16 1840 40 99 16 99 0.41 2 gpu
     candidates: r7=0.90 r3=0.85
@@ -20,7 +22,8 @@ from .types import BlockType, Phase, Quantization
 TABLE_HEADER = "seq type phase prio kv tokens rate priv shared frees prog last loc"
 
 _HEADER = re.compile(
-    r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| block (?P<block_size>\d+) \| gpu (?P<used>\d+)/(?P<capacity>\d+) used [\d.]+% "
+    r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| block (?P<block_size>\d+) \| "
+    r"gpu (?P<used>\d+)/(?P<capacity>\d+) used [\d.]+% "
     r"cached (?P<cached>\d+) free -?\d+ \| cpu (?P<cpu_used>\d+)/(?P<cpu_capacity>\d+) \| "
     r"queue (?P<waiting>\d+) oldest (?P<oldest>\d+)/(?P<max_wait>\d+) head (?P<head>\d+) "
     r"demand (?P<demand>\d+) "
@@ -31,7 +34,8 @@ _HEADER = re.compile(
 def render(obs: Observation) -> str:
     q = obs.queue
     lines = [
-        f"turn {obs.turn}/{obs.turns} | block {obs.block_size} | gpu {obs.used}/{obs.capacity} used {obs.usage:.1%} "
+        f"turn {obs.turn}/{obs.turns} | block {obs.block_size} | "
+        f"gpu {obs.used}/{obs.capacity} used {obs.usage:.1%} "
         f"cached {obs.cached} free {obs.free} | cpu {obs.cpu_used}/{obs.cpu_capacity} | "
         f"queue {q.waiting} oldest {q.oldest_wait}/{obs.max_wait} head {q.head_blocks} "
         f"demand {q.demand_blocks} "
@@ -39,8 +43,8 @@ def render(obs: Observation) -> str:
         TABLE_HEADER,
     ]
     lines.extend(
-        f"{e.seq_id} {e.block_type} {e.phase} {e.priority:.2f} {e.quantization} {e.tokens} {e.rate} "
-        f"{e.private_blocks} {e.shared_blocks} {e.frees} {e.progress:.2f} {e.last_access} "
+        f"{e.seq_id} {e.block_type} {e.phase} {e.priority:.2f} {e.quantization} {e.tokens} "
+        f"{e.rate} {e.private_blocks} {e.shared_blocks} {e.frees} {e.progress:.2f} {e.last_access} "
         f"{'cpu' if e.swapped else 'gpu'}"
         for e in obs.entries
     )

@@ -79,9 +79,11 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
 
     prefixes = _prefix_catalogue(scenario, rng)
     popularity = 1.0 / np.arange(1, len(prefixes) + 1)
-    prefix_choice = rng.choice(len(prefixes), size=total, p=popularity / popularity.sum()) if (
-        prefixes
-    ) else np.zeros(total, dtype=int)
+    prefix_choice = (
+        rng.choice(len(prefixes), size=total, p=popularity / popularity.sum())
+        if (prefixes)
+        else np.zeros(total, dtype=int)
+    )
     uses_prefix = rng.random(total) < scenario.shared_prefix_probability
     normals = rng.standard_normal((total, 2))
     uniforms = rng.random(total)
