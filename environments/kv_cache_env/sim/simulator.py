@@ -63,9 +63,11 @@ class Simulator:
         *,
         schedule: Schedule | None = None,
         budget_fraction: float | None = None,
+        capacity: int | None = None,
     ) -> None:
         """`schedule` replaces the synthetic arrivals (trace replay); `budget_fraction` fixes the
-        memory budget instead of drawing it from the scenario's range."""
+        memory budget instead of drawing it from the scenario's range; `capacity` sets the GPU
+        blocks outright (tests, what-if runs)."""
         self.scenario = scenario
         self.seed = seed
         rng = np.random.default_rng(seed)
@@ -80,10 +82,11 @@ class Simulator:
         fraction = budget_fraction
         if fraction is None:
             fraction = float(rng.uniform(*scenario.budget_fraction))
-        capacity = max(
-            math.ceil(fraction * self.reference.peak_blocks),
-            self.schedule.max_request_blocks(scenario.block_size),
-        )
+        if capacity is None:
+            capacity = max(
+                math.ceil(fraction * self.reference.peak_blocks),
+                self.schedule.max_request_blocks(scenario.block_size),
+            )
         self.engine = Engine(scenario, self.schedule, capacity)
         for _ in range(scenario.warmup_steps):
             self.engine.step()

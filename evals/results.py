@@ -1,0 +1,155 @@
+"""The results schema: one JSON object per episode, written one per line to `results.jsonl`.
+
+Every writer (policy runs, hosted-model runs, verifiers traces converted) produces exactly this
+shape, so one table holds policies and models alike. No wall-clock field is part of it: equal
+arguments give byte-identical files (`dumps` sorts keys and fixes separators).
+
+    schema_version  int     SCHEMA_VERSION
+    agent           str     policy name, or model name for LLM runs
+    scenario        str
+    seed            int
+    status          "ok" | "failed"   (a failed rollout is recorded, never dropped)
+    error           str | null
+    reward          float | null      weighted sum of the components; null when failed
+    weights         {component: weight}
+    components      {component: value} (the seven rubric components; null when failed)
+    metrics         {name: value}      (METRIC_NAMES; null when failed)
+    series          {"usage": [...], "queue": [...], "failures": [...]} per turn (null when failed)
+    usage           {"input_tokens", "cached_input_tokens", "output_tokens"} | null (policies)
+    record          the full episode record (re-scorable with other weights); null when failed
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kv_cache_env.sim import EpisodeRecord
+from rubrics import COMPONENTS, episode_metrics, resolve_weights, score
+
+SCHEMA_VERSION = 1
+
+METRIC_NAMES: tuple[str, ...] = (
+    "failures",
+    "pressure_steps",
+    "tool_calls_per_turn",
+    "evict_calls",
+    "compress_calls",
+    "swap_calls",
+    "noop_calls",
+    "invalid_calls",
+    "tokens_generated",
+    "forced_preemptions",
+    "prefix_hit_rate",
+)
+USAGE_FIELDS: tuple[str, ...] = ("input_tokens", "cached_input_tokens", "output_tokens")
+FIELDS: tuple[str, ...] = (
+    "schema_version",
+    "agent",
+    "scenario",
+    "seed",
+    "status",
+    "error",
+    "reward",
+    "weights",
+    "components",
+    "metrics",
+    "series",
+    "usage",
+    "record",
+)
+
+
+def episode_result(
+    *,
+    agent: str,
+    scenario: str,
+    seed: int,
+    record: EpisodeRecord | None,
+    error: str | None = None,
+    usage: Mapping[str, int] | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """The result object of one episode; `record=None` (with an `error`) marks a failed one."""
+    resolved = resolve_weights(weights)
+    result: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "agent": agent,
+        "scenario": scenario,
+        "seed": seed,
+        "status": "failed",
+        "error": error,
+        "reward": None,
+        "weights": resolved,
+        "components": None,
+        "metrics": None,
+        "series": None,
+        "usage": dict(usage) if usage is not None else None,
+        "record": None,
+    }
+    if record is None:
+        if not error:
+            raise ValueError("a failed episode needs an error message")
+        return result
+    scored = score(record, resolved)
+    result.update(
+        status="ok",
+        reward=scored.reward,
+        components=scored.components,
+        metrics=episode_metrics(record),
+        series={
+            "usage": list(record.usage),
+            "queue": list(record.queue),
+            "failures": list(record.failures),
+        },
+        record=record.to_dict(),
+    )
+    return result
+
+
+def dumps(result: Mapping[str, Any]) -> str:
+    """One canonical JSON line (sorted keys, fixed separators)."""
+    return json.dumps(result, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def validate(result: Mapping[str, Any]) -> list[str]:
+    """Problems with a result object (empty when it conforms)."""
+    problems = [f"missing field {name!r}" for name in FIELDS if name not in result]
+    if problems:
+        return problems
+    if result["schema_version"] != SCHEMA_VERSION:
+        problems.append(f"schema_version {result['schema_version']!r} != {SCHEMA_VERSION}")
+    if result["status"] not in ("ok", "failed"):
+        problems.append(f"status must be 'ok' or 'failed', got {result['status']!r}")
+    if result["status"] == "failed":
+        if not result["error"]:
+            problems.append("a failed episode needs an error")
+        if result["reward"] is not None:
+            problems.append("a failed episode has no reward")
+        return problems
+    if set(result["components"]) != set(COMPONENTS):
+        problems.append(f"components must be exactly {sorted(COMPONENTS)}")
+    elif (
+        abs(
+            sum(result["weights"][k] * result["components"][k] for k in COMPONENTS)
+            - result["reward"]
+        )
+        > 1e-9
+    ):
+        problems.append("reward is not the weighted sum of the components")
+    if set(result["metrics"]) != set(METRIC_NAMES):
+        problems.append(f"metrics must be exactly {sorted(METRIC_NAMES)}")
+    if set(result["series"]) != {"usage", "queue", "failures"}:
+        problems.append("series must hold usage, queue and failures")
+    usage = result["usage"]
+    if usage is not None and set(usage) != set(USAGE_FIELDS):
+        problems.append(f"usage must hold exactly {list(USAGE_FIELDS)}")
+    return problems
+
+
+def rescore(result: Mapping[str, Any], weights: Mapping[str, float] | None = None) -> float | None:
+    """Recompute an ok result's reward from its stored record with other weights."""
+    if result["status"] != "ok":
+        return None
+    return score(EpisodeRecord.from_dict(result["record"]), weights).reward

@@ -1,0 +1,251 @@
+"""Each action's exact effect, on tiny hand-made worlds (4-token blocks)."""
+
+from conftest import req, steps, tiny_sim
+
+from kv_cache_env.sim import BlockType, Phase, Quantization, Status, compress, evict, noop, swap
+
+
+def test_request_lifecycle_prefill_then_decode_then_complete():
+    sim = tiny_sim([req("a", prompt=8, output=8, rate=4)], capacity=10)
+    tokens = []
+    for _ in range(5):
+        tokens.append(sim.step().tokens)
+        sim.check_invariants()
+    # t0 arrives; t1 admitted (2 blocks); t2 prefill + first token; t3 +4; t4 +3 and completes
+    assert tokens == [0, 0, 1, 4, 3]
+    a = sim.engine.sequences["a"]
+    assert a.status is Status.FINISHED and a.generated == 8
+    assert sim.engine.pool.used == 0
+
+
+def test_compress_stacks_one_level_per_call_and_repacks():
+    sim = tiny_sim([req("a", prompt=32, output=100, rate=1)], capacity=20)
+    steps(sim, 2)  # admitted: 32 tokens = 8 fp16 blocks
+    a = sim.engine.sequences["a"]
+    assert a.gpu_blocks == 8
+    first = sim.apply(compress("a"))
+    assert first.ok and first.freed_blocks == 4
+    assert a.quantization_level is Quantization.INT8 and a.gpu_blocks == 4
+    second = sim.apply(compress("a"))
+    assert second.ok and second.freed_blocks == 2
+    assert a.quantization_level is Quantization.INT4 and a.gpu_blocks == 2
+    used = sim.engine.pool.used
+    third = sim.apply(compress("a"))
+    assert not third.ok and "already int4" in third.message
+    assert a.gpu_blocks == 2 and sim.engine.pool.used == used
+    assert sim.record().invalid_calls == 1 and sim.record().compress_calls == 2
+    sim.check_invariants()
+
+
+def test_blocks_freed_by_compression_serve_a_waiting_request_in_the_same_step():
+    sim = tiny_sim(
+        [req("a", prompt=32, output=100, rate=1), req("b", arrival=1, prompt=32, output=8)],
+        capacity=12,
+    )
+    steps(sim, 3)  # a holds 9 blocks (33 tokens); b waits (needs 8, 3 free)
+    b = sim.engine.sequences["b"]
+    assert b.status is Status.WAITING
+    sim.apply(compress("a"))
+    sim.apply(compress("a"))
+    sim.step()
+    sim.check_invariants()
+    assert b.status is Status.RUNNING
+
+
+def test_tokens_generated_while_compressed_count_with_the_quality_factor():
+    scenario_quality = 1 - 0.10 * 2.0  # int4 loss x reasoning sensitivity (defaults)
+    sim = tiny_sim(
+        [req("a", prompt=8, output=100, rate=4, block_type=BlockType.REASONING)], capacity=40
+    )
+    steps(sim, 3)
+    sim.apply(compress("a"))
+    sim.apply(compress("a"))
+    stats = sim.step()
+    assert stats.tokens == 4
+    assert stats.effective_tokens == 4 * scenario_quality
+
+
+def test_evicting_a_shared_prefix_sequence_frees_only_its_private_blocks():
+    prefix = (100, 101)
+    sim = tiny_sim(
+        [
+            req("a", prompt=16, output=50, rate=1, prefix=prefix),
+            req("b", prompt=16, output=50, rate=1, prefix=prefix),
+        ],
+        capacity=20,
+    )
+    steps(sim, 3)
+    pool = sim.engine.pool
+    a, b = sim.engine.sequences["a"], sim.engine.sequences["b"]
+    assert pool.ref_counts == {100: 2, 101: 2}
+    private_a = a.gpu_blocks
+    assert private_a > 0
+    assert sim.observe().entry("a").frees == private_a  # shared blocks stay pinned
+    before = pool.available
+    result = sim.apply(evict("a"))
+    assert result.ok and result.freed_blocks == private_a
+    assert pool.available - before == private_a
+    assert pool.ref_counts == {100: 1, 101: 1}
+    # the last holder's eviction also releases the prefix blocks, which stay cached
+    private_b = b.gpu_blocks
+    result = sim.apply(evict("b"))
+    assert result.freed_blocks == private_b + 2
+    assert not pool.ref_counts and list(pool.cached) == [101, 100]
+    sim.check_invariants()
+
+
+def test_new_request_reuses_cached_prefix_blocks():
+    prefix = (7, 8, 9)
+    sim = tiny_sim(
+        [
+            req("a", prompt=12, output=1, prefix=prefix),
+            req("b", arrival=4, prompt=16, prefix=prefix),
+        ],
+        capacity=20,
+    )
+    steps(sim, 4)  # a admitted at t1, finished at t2; its prefix stays cached
+    assert sim.engine.sequences["a"].status is Status.FINISHED
+    assert list(sim.engine.pool.cached) == [9, 8, 7]
+    stats = sim.step()  # t4: b arrives
+    stats = sim.step()  # t5: b admitted with a 3-block prefix hit
+    assert (stats.prefix_hit_blocks, stats.prefix_lookup_blocks) == (3, 3)
+    b = sim.engine.sequences["b"]
+    assert b.prefill_remaining == 4  # only the 4 private prompt tokens are computed
+
+
+def test_evicted_request_is_not_readmitted_in_the_step_it_left_and_recomputes():
+    sim = tiny_sim([req("a", prompt=8, output=40, rate=4)], capacity=20, prefill_tokens_per_s=6)
+    steps(sim, 5)
+    a = sim.engine.sequences["a"]
+    generated = a.generated
+    assert sim.apply(evict("a")).ok
+    sim.step()
+    assert a.status is Status.WAITING  # plenty of room, but not in the step it left
+    sim.step()
+    assert a.status is Status.RUNNING and a.phase is Phase.PREFILL
+    assert a.prefill_remaining == 8 + generated
+    # recompute takes ceil(tokens / prefill budget) steps, the last one emitting a token
+    recompute_steps = -(-(8 + generated) // 6)
+    for _ in range(recompute_steps - 1):
+        assert sim.step().tokens == 0
+    assert sim.step().tokens == 1
+    assert a.generated == generated + 1
+    assert sim.record().evictions[0].forced is False
+
+
+def test_request_waiting_more_than_max_wait_fails():
+    sim = tiny_sim([req("a", prompt=40, output=50, rate=1), req("b", prompt=40)], capacity=12)
+    failures = [sim.step().failures for _ in range(6)]
+    # both arrive at t0, a takes 10 of 12 blocks at t1; b waits and fails once 3 < t - 0
+    assert failures == [0, 0, 0, 0, 1, 0]
+    assert sim.engine.sequences["b"].status is Status.FAILED
+
+
+def test_swap_frees_gpu_blocks_returns_later_and_costs_latency():
+    scenario_bytes = 131072
+    sim = tiny_sim([req("a", prompt=16, output=40, rate=4)], capacity=20)
+    steps(sim, 3)
+    a = sim.engine.sequences["a"]
+    blocks = a.gpu_blocks
+    private = a.private_tokens(4)
+    result = sim.apply(swap("a"))
+    assert result.ok and result.freed_blocks == blocks
+    assert a.is_swapped and a.cpu_blocks == blocks and sim.engine.pool.used == 0
+    assert not sim.apply(swap("a")).ok  # already swapped
+    assert not sim.apply(compress("a")).ok
+    stats = sim.step()
+    assert a.is_swapped and stats.tokens == 0  # never back in the step it left
+    stats = sim.step()
+    assert a.status is Status.RUNNING and stats.swap_ins == 1
+    assert stats.swap_latency_s == 0.1 + private * scenario_bytes / 25e9
+    sim.check_invariants()
+
+
+def test_no_new_admission_while_a_request_is_swapped_out():
+    sim = tiny_sim(
+        [req("a", prompt=16, output=40, rate=4), req("b", arrival=1, prompt=8)], capacity=40
+    )
+    steps(sim, 2)  # a running; b arrived at t1
+    sim.apply(swap("a"))
+    sim.step()
+    assert sim.engine.sequences["b"].status is Status.WAITING  # room, but a is swapped out
+    sim.step()
+    assert sim.engine.sequences["a"].status is Status.RUNNING
+    assert sim.engine.sequences["b"].status is Status.RUNNING
+
+
+def test_engine_fallback_preempts_newest_first_in_vllm_mode():
+    requests = [req("a", prompt=16, output=40, rate=8), req("b", prompt=16, output=40, rate=8)]
+    sim = tiny_sim(requests, capacity=10)
+    forced = sum(sim.step().forced_preemptions for _ in range(4))
+    assert forced >= 1
+    first = sim.record().evictions[0]
+    assert first.seq_id == "b" and first.forced
+
+
+def test_engine_fallback_protects_system_in_trtllm_mode():
+    requests = [
+        req("a", prompt=16, output=40, rate=8),
+        req("b", prompt=16, output=40, rate=8, block_type=BlockType.SYSTEM),
+    ]
+    sim = tiny_sim(requests, capacity=10, fallback="trtllm")
+    for _ in range(4):
+        sim.step()
+    first = sim.record().evictions[0]
+    assert first.seq_id == "a" and first.forced
+
+
+def test_invalid_actions_change_nothing_and_name_the_valid_ids():
+    sim = tiny_sim(
+        [req("r1", prompt=16, output=40), req("r2", prompt=16, output=2), req("r3", arrival=3)],
+        capacity=40,
+    )
+    steps(sim, 4)  # r1 running, r2 finished, r3 waiting
+    pool_before = (sim.engine.pool.used, sim.engine.pool.available)
+    cases = {
+        evict("zz"): "unknown seq_id 'zz'; valid ids: r1",
+        evict("r2"): "r2 already finished",
+        compress("r3"): "r3 is waiting in the queue and holds no blocks",
+        swap("r2"): "valid ids: r1",
+    }
+    for action, expected in cases.items():
+        result = sim.apply(action)
+        assert not result.ok and expected in result.message
+        assert "\n" not in result.message
+    assert (sim.engine.pool.used, sim.engine.pool.available) == pool_before
+    assert sim.apply(noop()).ok
+    record = (sim.step(), sim.record())[1]
+    assert record.invalid_calls == 4 and record.noop_calls == 1
+    assert record.calls_per_turn[-1] == 5
+
+
+def test_swap_refused_when_cpu_space_is_full():
+    sim = tiny_sim([req("a", prompt=32, output=40)], capacity=12, cpu_capacity_fraction=0.25)
+    steps(sim, 2)
+    result = sim.apply(swap("a"))
+    assert not result.ok and "CPU blocks" in result.message
+
+
+def test_block_events_report_stores_and_removals():
+    events = []
+    sim = tiny_sim([req("a", prompt=8, output=40, prefix=(5,))], capacity=20)
+    sim.subscribe(events.append)
+    steps(sim, 2)
+    stored = [(e.owner, e.reason, e.blocks) for e in events if e.kind == "stored"]
+    assert ("prefix", "admit", 1) in stored and ("a", "admit", 1) in stored
+    sim.apply(evict("a"))
+    removed = [e for e in events if e.kind == "removed"]
+    assert removed[-1].owner == "a" and removed[-1].reason == "evict"
+    assert removed[-1].token_range == (4, 8)
+
+
+def test_actions_after_the_end_are_refused():
+    sim = tiny_sim([req("a")], capacity=10, steps=1)
+    sim.step()
+    assert sim.done
+    try:
+        sim.apply(noop())
+    except RuntimeError as error:
+        assert "over" in str(error)
+    else:
+        raise AssertionError("apply after the end must raise")

@@ -1,0 +1,70 @@
+"""BlockPool: exact counts and the LRU order of cached prefix blocks."""
+
+import pytest
+
+from kv_cache_env.sim.block_pool import BlockPool
+
+
+def test_private_allocation_and_free_are_exact():
+    pool = BlockPool(10)
+    assert pool.allocate(4) == []
+    assert (pool.num_free, pool.num_private, pool.used, pool.available) == (6, 4, 4, 6)
+    pool.free(3)
+    assert (pool.num_free, pool.num_private, pool.used) == (9, 1, 1)
+    pool.check()
+
+
+def test_misuse_raises_value_error():
+    pool = BlockPool(3)
+    with pytest.raises(ValueError, match="no free blocks"):
+        pool.allocate(4)
+    with pytest.raises(ValueError, match="cannot free"):
+        pool.free(1)
+    with pytest.raises(ValueError):
+        BlockPool(0)
+
+
+def test_prefix_chain_is_shared_by_reference_count():
+    pool = BlockPool(10)
+    hits, stored, reclaimed = pool.acquire_prefix([1, 2, 3])
+    assert (hits, stored, reclaimed) == (0, [1, 2, 3], [])
+    hits, stored, _ = pool.acquire_prefix([1, 2, 9])
+    assert (hits, stored) == (2, [9])
+    assert pool.ref_counts == {1: 2, 2: 2, 3: 1, 9: 1}
+    assert pool.used == 4
+    pool.check()
+
+
+def test_released_chain_stays_cached_tail_first_and_is_reclaimed_lru():
+    pool = BlockPool(4)
+    pool.acquire_prefix([1, 2, 3])
+    pool.release_prefix([1, 2, 3])
+    # released tail first, so the tail sits at the LRU end: 3 -> 2 -> 1
+    assert list(pool.cached) == [3, 2, 1]
+    assert pool.used == 0 and pool.available == 4
+    assert pool.cached_hit_length([1, 2, 3]) == (3, 3)
+    assert pool.allocate(2) == [3]  # one fresh free block, then the LRU cached block
+    assert list(pool.cached) == [2, 1]
+    # the chain now breaks at its second block
+    assert pool.cached_hit_length([1, 2, 3]) == (2, 2)
+    pool.check()
+
+
+def test_hit_on_cached_block_takes_it_off_the_queue():
+    pool = BlockPool(4)
+    pool.acquire_prefix([1, 2])
+    pool.release_prefix([1, 2])
+    hits, stored, _ = pool.acquire_prefix([1, 2, 5])
+    assert (hits, stored) == (2, [5])
+    assert not pool.cached and pool.ref_counts == {1: 1, 2: 1, 5: 1}
+    pool.check()
+
+
+def test_copy_is_independent():
+    pool = BlockPool(5)
+    pool.acquire_prefix([1])
+    clone = pool.copy()
+    clone.allocate(2)
+    clone.release_prefix([1])
+    assert pool.used == 1 and pool.ref_counts == {1: 1}
+    assert clone.used == 2 and list(clone.cached) == [1]

@@ -1,0 +1,70 @@
+"""Simulator invariants under arbitrary action sequences (hypothesis)."""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kv_cache_env.sim import Simulator, Status, get_scenario, make_action
+
+SCENARIOS = ("easy", "medium", "hard", "seed-compatible")
+KINDS = ("evict", "compress", "swap", "noop", "bogus")
+
+
+def _target(data, sim: Simulator) -> str:
+    ids = sorted(sim.engine.sequences)
+    if ids and data.draw(st.booleans()):
+        return data.draw(st.sampled_from(ids))
+    return data.draw(st.sampled_from(["r999999", "", "x"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    scenario=st.sampled_from(SCENARIOS),
+    seed=st.integers(0, 10_000),
+    fallback=st.sampled_from(["vllm", "trtllm"]),
+    data=st.data(),
+)
+def test_invariants_hold_under_random_actions(scenario, seed, fallback, data):
+    sc = get_scenario(scenario).with_options(fallback=fallback, warmup_steps=0)
+    sim = Simulator(sc, seed)
+    pool = sim.engine.pool
+    step_tokens = 0
+    while not sim.done:
+        for _ in range(data.draw(st.integers(0, 6))):
+            kind = data.draw(st.sampled_from(KINDS))
+            action = make_action(kind, _target(data, sim))
+            if isinstance(action, str):
+                sim.count_invalid()
+                continue
+            before = pool.available
+            result = sim.apply(action)
+            # what an action reports as freed is exactly what became available
+            assert pool.available - before == result.freed_blocks
+            if not result.ok:
+                assert result.freed_blocks == 0 and "\n" not in result.message
+            sim.check_invariants()
+        stats = sim.step()
+        step_tokens += stats.tokens
+        sim.check_invariants()
+        assert 0 <= pool.used <= pool.num_blocks
+        assert 0 <= sim.engine.cpu_used <= sim.engine.cpu_capacity
+    # every token generated is owned by exactly one request
+    assert step_tokens == sum(s.generated for s in sim.engine.sequences.values())
+    record = sim.record()
+    assert record.tokens_generated == step_tokens
+    assert all(0 <= u <= 1 for u in record.usage)
+    done = [s for s in sim.engine.sequences.values() if s.status is Status.FINISHED]
+    assert all(s.generated == s.request.output_tokens for s in done)
+    assert sum(record.failures) == sum(
+        1 for s in sim.engine.sequences.values() if s.status is Status.FAILED
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(scenario=st.sampled_from(SCENARIOS), seed=st.integers(0, 10_000))
+def test_capacity_follows_the_scenario_budget(scenario, seed):
+    sc = get_scenario(scenario)
+    sim = Simulator(sc, seed)
+    lo, hi = sc.budget_fraction
+    floor = sim.schedule.max_request_blocks(sc.block_size)
+    peak = sim.reference.peak_blocks
+    assert sim.capacity == floor or lo * peak - 1 <= sim.capacity <= hi * peak + 1
