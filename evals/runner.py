@@ -13,12 +13,11 @@ def run_policy_episode(
     seed: int,
     *,
     schedule: Schedule | None = None,
-    hints: bool = True,
 ) -> EpisodeRecord:
     sim = Simulator(scenario, seed, schedule=schedule)
     policy.reset(seed)
     while not sim.done:
-        for action in decide(policy, sim, hints=hints):
+        for action in decide(policy, sim):
             sim.apply(action)
         sim.step()
     return sim.record()

@@ -147,7 +147,7 @@ def test_swap_frees_gpu_blocks_returns_later_and_costs_latency():
     steps(sim, 3)
     a = sim.engine.sequences["a"]
     blocks = a.gpu_blocks
-    private = a.private_tokens(4)
+    private = a.private_tokens
     result = sim.apply(swap("a"))
     assert result.ok and result.freed_blocks == blocks
     assert a.is_swapped and a.cpu_blocks == blocks and sim.engine.pool.used == 0

@@ -13,7 +13,6 @@ entries (`priority(entry)`, smallest first), and `OrderedEvictionPolicy` does th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from kv_cache_env.sim import Action, EntryView, Observation, Phase, Simulator, compress, evict
@@ -24,6 +23,8 @@ DEFAULT_TARGET_USAGE = 0.95
 class Policy(ABC):
     name: ClassVar[str]
     needs_simulator: ClassVar[bool] = False
+    reads_candidates: ClassVar[bool] = False
+    """Whether `act` reads the pre-scored candidates (they are not built for those that don't)."""
 
     def reset(self, seed: int) -> None:  # noqa: B027 - optional hook
         """Called before each episode with its seed (for policies with their own randomness)."""
@@ -45,10 +46,11 @@ class SimulatorPolicy(Policy):
     def act_in(self, sim: Simulator) -> list[Action]: ...
 
 
-def decide(policy: Policy, sim: Simulator, *, hints: bool = True) -> list[Action]:
+def decide(policy: Policy, sim: Simulator) -> list[Action]:
+    """The policy's actions for the simulator's current turn."""
     if isinstance(policy, SimulatorPolicy):
         return policy.act_in(sim)
-    return policy.act(sim.observe(hints=hints))
+    return policy.act(sim.observe(hints=policy.reads_candidates))
 
 
 # --- the shared pressure controller ---------------------------------------------------------
@@ -125,4 +127,4 @@ def compress_then(need: int, order: list[EntryView]) -> tuple[list[Action], int]
 def _after_compress(entry: EntryView, gain: int) -> EntryView:
     level = entry.quantization.next_level
     assert level is not None
-    return replace(entry, quantization=level, private_blocks=entry.private_blocks - gain)
+    return entry._replace(quantization=level, private_blocks=entry.private_blocks - gain)

@@ -102,13 +102,15 @@ class BlockPool:
     def release_prefix(self, hashes: Sequence[int]) -> None:
         """Drop one reference to each block of the chain. Blocks reaching 0 stay cached; the
         chain is released tail first so its tail is reclaimed first (vLLM frees in reverse)."""
+        counts = self.ref_counts
+        cached = self.cached
         for h in reversed(hashes):
-            count = self.ref_counts[h] - 1
+            count = counts[h] - 1
             if count:
-                self.ref_counts[h] = count
+                counts[h] = count
             else:
-                del self.ref_counts[h]
-                self.cached[h] = None
+                del counts[h]
+                cached[h] = None
 
     # --- internals ---------------------------------------------------------------------------
     def _take(self, n: int) -> list[int]:

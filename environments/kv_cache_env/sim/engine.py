@@ -123,14 +123,15 @@ class Engine:
     def blocks_for(self, seq: Sequence, level: Quantization | None = None) -> int:
         """Private physical blocks `seq` needs at `level` (default: its own)."""
         per_block = self.block_size * (level or seq.quantization_level).packing
-        return -(-seq.private_tokens(self.block_size) // per_block)
+        return -(-seq.private_tokens // per_block)
 
     def freeable_blocks(self, seq: Sequence) -> int:
         """GPU blocks that become available if `seq` is evicted now: its private blocks plus the
         prefix blocks it alone references (shared ones stay pinned by the others)."""
-        counts = self.pool.ref_counts
-        sole = sum(1 for h in seq.request.prefix_hashes[: seq.prefix_held] if counts.get(h) == 1)
-        return seq.gpu_blocks + sole
+        if not seq.prefix_held:
+            return seq.gpu_blocks
+        held = seq.request.prefix_hashes[: seq.prefix_held]
+        return seq.gpu_blocks + list(map(self.pool.ref_counts.__getitem__, held)).count(1)
 
     def admission_need(self, seq: Sequence) -> int:
         """Fresh blocks admitting `seq` now takes, net of prefix hits."""
@@ -255,7 +256,7 @@ class Engine:
                 n = min(request.decode_rate, request.output_tokens - seq.generated)
             level = seq.quantization_level
             per_block = bs * level.packing
-            private = seq.private_tokens(bs)
+            private = seq.private_prompt + seq.generated
             need = -(-(private + n) // per_block) - seq.gpu_blocks
             if need > 0:
                 if need > pool.available:
@@ -342,7 +343,7 @@ class Engine:
         self.running.append(seq)
         scenario = self.scenario
         nbytes = (
-            seq.private_tokens(self.block_size)
+            seq.private_tokens
             * scenario.bytes_per_token
             * seq.quantization_level.multiplier
         )
@@ -397,16 +398,18 @@ class Engine:
         if t >= len(self._arrivals):
             return
         for request in self._arrivals[t]:
-            seq = Sequence(request, wait_since=t, not_before=t + 1)
+            private_prompt = max(0, request.prompt_tokens - len(request.prefix_hashes) * self.block_size)
+            seq = Sequence(request, private_prompt, wait_since=t, not_before=t + 1)
             self.sequences[request.seq_id] = seq
             self.waiting.append(seq)
 
     # --- prefix references and events --------------------------------------------------------
     def _release_prefix(self, seq: Sequence) -> int:
         """Drop `seq`'s prefix references; returns how many blocks fell to count 0."""
+        if not seq.prefix_held:
+            return 0
         held = seq.request.prefix_hashes[: seq.prefix_held]
-        counts = self.pool.ref_counts
-        released = sum(1 for h in held if counts[h] == 1)
+        released = list(map(self.pool.ref_counts.__getitem__, held)).count(1)
         self.pool.release_prefix(held)
         seq.prefix_held = 0
         return released
@@ -429,7 +432,7 @@ class Engine:
         if token_range is None:
             start = len(seq.request.prefix_hashes) * self.block_size
             start = min(start, seq.request.prompt_tokens)
-            token_range = (start, start + seq.private_tokens(self.block_size))
+            token_range = (start, start + seq.private_tokens)
         event = BlockEvent(kind, self.t, medium, reason, seq.seq_id, blocks, (), token_range)
         for subscriber in self.subscribers:
             subscriber(event)
@@ -496,6 +499,7 @@ _DONE = (Status.FINISHED, Status.FAILED)
 def _copy_sequence(seq: Sequence) -> Sequence:
     return Sequence(
         request=seq.request,
+        private_prompt=seq.private_prompt,
         wait_since=seq.wait_since,
         not_before=seq.not_before,
         status=seq.status,

@@ -8,6 +8,7 @@ decide the same. Entries are ranked by the GPU memory they cost, largest first.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .engine import Engine
 from .sequence import Sequence
@@ -16,8 +17,7 @@ from .types import EVICTION_VALUE, BlockType, Phase, Quantization, Status
 CANDIDATES_SHOWN = 5
 
 
-@dataclass(frozen=True, slots=True)
-class EntryView:
+class EntryView(NamedTuple):
     """One sequence holding KV blocks (on the GPU, or swapped to CPU)."""
 
     seq_id: str
@@ -46,8 +46,7 @@ class EntryView:
         return 0 if self.swapped else self.private_blocks + self.shared_blocks
 
 
-@dataclass(frozen=True, slots=True)
-class QueueView:
+class QueueView(NamedTuple):
     waiting: int
     oldest_wait: int
     """Steps the longest-waiting request has waited (it fails past `max_wait`)."""
@@ -59,8 +58,7 @@ class QueueView:
     """Waiting requests that were preempted and will recompute on readmission."""
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     seq_id: str
     score: float
     """Eviction desirability in [0, 1]: block-type eviction value discounted by priority and
@@ -153,19 +151,21 @@ def build_observation(
 
 
 def _entry(engine: Engine, seq: Sequence, warmup: int) -> EntryView:
+    # Positional and inlined: this runs for every resident sequence on every turn.
+    request = seq.request
     swapped = seq.status is Status.SWAPPED
     return EntryView(
-        seq_id=seq.seq_id,
-        block_type=seq.block_type,
-        phase=seq.phase,
-        priority=seq.priority,
-        quantization=seq.quantization_level,
-        tokens=seq.tokens_cached,
-        rate=seq.request.decode_rate,
-        private_blocks=seq.cpu_blocks if swapped else seq.gpu_blocks,
-        shared_blocks=seq.prefix_held,
-        frees=engine.freeable_blocks(seq),
-        progress=round(seq.progress, 2),
-        last_access=seq.last_access_step - warmup,
-        swapped=swapped,
+        request.seq_id,
+        request.block_type,
+        seq.phase,
+        request.priority,
+        seq.quantization_level,
+        request.prompt_tokens + seq.generated - seq.prefill_remaining,
+        request.decode_rate,
+        seq.cpu_blocks if swapped else seq.gpu_blocks,
+        seq.prefix_held,
+        engine.freeable_blocks(seq),
+        round(seq.generated / request.output_tokens, 2),
+        seq.last_access_step - warmup,
+        swapped,
     )

@@ -16,6 +16,8 @@ from .workload import Request
 @dataclass(slots=True, eq=False)
 class Sequence:
     request: Request
+    private_prompt: int
+    """Prompt tokens past the shared prefix blocks (they live in private blocks)."""
     wait_since: int
     """Engine step since which it has been waiting (arrival or last preemption). engine"""
     not_before: int
@@ -98,7 +100,7 @@ class Sequence:
         """Generated / target output tokens (seed 003's "progress" in risky eviction)."""
         return self.generated / self.request.output_tokens
 
-    def private_tokens(self, block_size: int) -> int:
+    @property
+    def private_tokens(self) -> int:
         """Tokens stored in private blocks: everything past the shared prefix blocks."""
-        prefix_tokens = len(self.request.prefix_hashes) * block_size
-        return max(0, self.request.prompt_tokens - prefix_tokens) + self.generated
+        return self.private_prompt + self.generated

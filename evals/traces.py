@@ -1,0 +1,249 @@
+"""Trace replay: read public serving traces and turn them into simulator schedules.
+
+Formats (see `../shared/traces/README.md`):
+- Mooncake JSONL: `{"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...]}`;
+  `hash_ids` name 512-token prefix blocks, so requests sharing leading ids share a prefix.
+- Azure LLM inference CSV: `TIMESTAMP,ContextTokens,GeneratedTokens`; no prefix information.
+
+Trace seconds map to steps one to one by default (`step_seconds`). Timestamps that come in
+buckets (Mooncake's ~3 s) are spread evenly over the gap to the next distinct timestamp. A trace
+episode is a window of `warmup_steps + steps` at an offset drawn from the seed; `full=True`
+replays the whole trace. Traces carry no block type, priority or decode speed: those are drawn
+per request from the scenario's mix and ranges with the episode's seed, and documented as such.
+A malformed line raises `TraceError` naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from kv_cache_env.sim import Request, Scenario, Schedule, get_scenario
+
+MOONCAKE_BLOCK_TOKENS = 512
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read; the message names the file and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    arrival_s: float
+    """Seconds since the trace's first request."""
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    path: str
+    kind: str
+    """"mooncake" or "azure"."""
+    requests: tuple[TraceRequest, ...]
+    block_tokens: int | None
+    """Prefix-block granularity the trace's hashes are defined at (None: no prefix info)."""
+
+    @property
+    def duration_s(self) -> float:
+        return self.requests[-1].arrival_s if self.requests else 0.0
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read a Mooncake `.jsonl` or Azure `.csv` trace."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: no such trace file")
+    if path.suffix == ".jsonl":
+        return load_mooncake(path)
+    if path.suffix == ".csv":
+        return load_azure(path)
+    raise TraceError(f"{path}: unknown trace format (expected .jsonl Mooncake or .csv Azure)")
+
+
+def load_mooncake(path: str | Path) -> Trace:
+    path = Path(path)
+    rows: list[tuple[float, int, int, tuple[int, ...]]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                if not isinstance(item, dict):
+                    raise ValueError("not a JSON object")
+                timestamp = float(item["timestamp"]) / 1000.0
+                input_tokens = _count(item["input_length"], "input_length")
+                output_tokens = _count(item["output_length"], "output_length")
+                hashes = item["hash_ids"]
+                if not isinstance(hashes, list) or not all(
+                    isinstance(h, int) and not isinstance(h, bool) for h in hashes
+                ):
+                    raise ValueError("hash_ids must be a list of integers")
+                expected = math.ceil(input_tokens / MOONCAKE_BLOCK_TOKENS)
+                if len(hashes) != expected:
+                    raise ValueError(
+                        f"{len(hashes)} hash_ids for {input_tokens} tokens (expected {expected})"
+                    )
+                if len(set(hashes)) != len(hashes):
+                    raise ValueError("hash_ids repeat within one request")
+            except (ValueError, KeyError, TypeError) as error:
+                detail = f"missing field {error}" if isinstance(error, KeyError) else str(error)
+                raise TraceError(f"{path}:{number}: {detail}") from None
+            rows.append((timestamp, input_tokens, output_tokens, tuple(hashes)))
+    return Trace(str(path), "mooncake", _spread(rows, path), MOONCAKE_BLOCK_TOKENS)
+
+
+def load_azure(path: str | Path) -> Trace:
+    path = Path(path)
+    rows: list[tuple[float, int, int, tuple[int, ...]]] = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or [h.strip() for h in header] != [
+            "TIMESTAMP",
+            "ContextTokens",
+            "GeneratedTokens",
+        ]:
+            raise TraceError(f"{path}:1: expected header TIMESTAMP,ContextTokens,GeneratedTokens")
+        start: datetime | None = None
+        for number, fields in enumerate(reader, start=2):
+            if not fields:
+                continue
+            try:
+                if len(fields) != 3:
+                    raise ValueError(f"expected 3 columns, got {len(fields)}")
+                moment = _azure_time(fields[0])
+                start = start or moment
+                seconds = (moment - start).total_seconds()
+                rows.append(
+                    (seconds, _count(fields[1], "ContextTokens"), _count(fields[2], "GeneratedTokens"), ())
+                )
+            except ValueError as error:
+                raise TraceError(f"{path}:{number}: {error}") from None
+    return Trace(str(path), "azure", _spread(rows, path), None)
+
+
+def _azure_time(text: str) -> datetime:
+    # "2023-11-16 18:15:46.6805900": seven fractional digits, more than fromisoformat takes.
+    text = text.strip()
+    head, _, fraction = text.partition(".")
+    moment = datetime.strptime(head, "%Y-%m-%d %H:%M:%S")
+    if fraction:
+        if not fraction.isdigit():
+            raise ValueError(f"bad timestamp {text!r}")
+        moment = moment.replace(microsecond=int(fraction[:6].ljust(6, "0")))
+    return moment
+
+
+def _count(value: object, name: str) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if number < 0:
+        raise ValueError(f"{name} must be >= 0, got {number}")
+    return number
+
+
+def _spread(
+    rows: list[tuple[float, int, int, tuple[int, ...]]], path: Path
+) -> tuple[TraceRequest, ...]:
+    """Sort by time, rebase to 0 and spread requests sharing a timestamp evenly over the gap to
+    the next distinct timestamp (the last bucket over the median gap)."""
+    if not rows:
+        raise TraceError(f"{path}: the trace holds no requests")
+    rows = sorted(rows, key=lambda r: r[0])
+    t0 = rows[0][0]
+    times = sorted({r[0] for r in rows})
+    gaps = {a: b - a for a, b in zip(times, times[1:], strict=False)}
+    default_gap = float(np.median(list(gaps.values()))) if gaps else 1.0
+    counts: dict[float, int] = {}
+    for r in rows:
+        counts[r[0]] = counts.get(r[0], 0) + 1
+    seen: dict[float, int] = {}
+    out = []
+    for timestamp, input_tokens, output_tokens, hashes in rows:
+        k = seen.get(timestamp, 0)
+        seen[timestamp] = k + 1
+        offset = gaps.get(timestamp, default_gap) * k / counts[timestamp]
+        out.append(TraceRequest(timestamp - t0 + offset, input_tokens, output_tokens, hashes))
+    return tuple(out)
+
+
+def infinite_cache_hit_fraction(trace: Trace) -> float:
+    """Share of prefix-block references already seen earlier in the trace (an infinite cache)."""
+    seen: set[int] = set()
+    hits = total = 0
+    for request in trace.requests:
+        for h in request.hash_ids:
+            total += 1
+            if h in seen:
+                hits += 1
+            else:
+                seen.add(h)
+    return hits / total if total else 0.0
+
+
+def trace_scenario(trace: Trace, base: Scenario | None = None, *, full: bool = False) -> Scenario:
+    """The scenario a trace replays under: `base` (default `medium`) with the trace's prefix
+    granularity, and for a full replay the trace's whole length and no warm-up."""
+    base = base or get_scenario("medium")
+    changes: dict[str, object] = {"name": f"trace:{Path(trace.path).name}"}
+    if trace.block_tokens is not None:
+        changes["block_size"] = trace.block_tokens
+    # Production traces come from whole clusters; a single engine's 8k-token prefill budget
+    # would turn every trace into a prefill queue, so replays prefill 64k tokens/s.
+    changes["prefill_tokens_per_s"] = max(base.prefill_tokens_per_s, 65536)
+    changes["max_prompt_tokens"] = max(base.max_prompt_tokens, 1 << 20)
+    if full:
+        changes["warmup_steps"] = 0
+        changes["steps"] = max(1, math.ceil(trace.duration_s / base.step_seconds) + 1)
+    return base.with_options(**changes)
+
+
+def trace_schedule(trace: Trace, scenario: Scenario, seed: int, *, full: bool = False) -> Schedule:
+    """The requests of one trace episode as a schedule on the engine clock."""
+    rng = np.random.default_rng(seed)
+    horizon = scenario.warmup_steps + scenario.steps
+    total_steps = math.ceil(trace.duration_s / scenario.step_seconds) + 1
+    offset = 0 if full else int(rng.integers(0, max(1, total_steps - horizon + 1)))
+    window = [
+        r
+        for r in trace.requests
+        if offset <= int(r.arrival_s / scenario.step_seconds) < offset + horizon
+    ]
+    types = [t for t, _ in scenario.type_mix]
+    weights = np.array([w for _, w in scenario.type_mix], dtype=float)
+    type_index = rng.choice(len(types), size=len(window), p=weights / weights.sum())
+    uniforms = rng.random(len(window))
+    lo, hi = scenario.decode_tokens_per_step
+    rates = rng.integers(lo, hi + 1, size=len(window))
+    requests = []
+    for i, r in enumerate(window):
+        block_type = types[int(type_index[i])]
+        profile = scenario.profile(block_type)
+        p_lo, p_hi = profile.priority
+        output = max(1, r.output_tokens)
+        requests.append(
+            Request(
+                seq_id=f"r{i}",
+                arrival_step=int(r.arrival_s / scenario.step_seconds) - offset,
+                block_type=block_type,
+                priority=round(p_lo + (p_hi - p_lo) * float(uniforms[i]), 2),
+                prompt_tokens=max(1, r.input_tokens),
+                output_tokens=output,
+                decode_rate=int(rates[i]),
+                prefix_hashes=r.hash_ids,
+                shared_prefix_id=f"h{r.hash_ids[0]}" if r.hash_ids else None,
+                reasoning_tokens=int(output * profile.reasoning_fraction),
+            )
+        )
+    return Schedule(requests=tuple(requests), horizon=horizon)
