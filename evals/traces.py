@@ -20,6 +20,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -124,7 +125,12 @@ def load_azure(path: str | Path) -> Trace:
                 start = start or moment
                 seconds = (moment - start).total_seconds()
                 rows.append(
-                    (seconds, _count(fields[1], "ContextTokens"), _count(fields[2], "GeneratedTokens"), ())
+                    (
+                        seconds,
+                        _count(fields[1], "ContextTokens"),
+                        _count(fields[2], "GeneratedTokens"),
+                        (),
+                    )
                 )
             except ValueError as error:
                 raise TraceError(f"{path}:{number}: {error}") from None
@@ -163,7 +169,7 @@ def _spread(
     rows = sorted(rows, key=lambda r: r[0])
     t0 = rows[0][0]
     times = sorted({r[0] for r in rows})
-    gaps = {a: b - a for a, b in zip(times, times[1:], strict=False)}
+    gaps = {a: b - a for a, b in pairwise(times)}
     default_gap = float(np.median(list(gaps.values()))) if gaps else 1.0
     counts: dict[float, int] = {}
     for r in rows:

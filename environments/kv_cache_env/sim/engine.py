@@ -342,11 +342,7 @@ class Engine:
         self.admissions += 1
         self.running.append(seq)
         scenario = self.scenario
-        nbytes = (
-            seq.private_tokens
-            * scenario.bytes_per_token
-            * seq.quantization_level.multiplier
-        )
+        nbytes = seq.private_tokens * scenario.bytes_per_token * seq.quantization_level.multiplier
         tally.swap_ins += 1
         tally.swap_latency += scenario.swap_overhead_s + nbytes / scenario.pcie_bytes_per_s
         self._emit("removed", "cpu", "swap_in", seq, blocks)
@@ -398,7 +394,9 @@ class Engine:
         if t >= len(self._arrivals):
             return
         for request in self._arrivals[t]:
-            private_prompt = max(0, request.prompt_tokens - len(request.prefix_hashes) * self.block_size)
+            private_prompt = max(
+                0, request.prompt_tokens - len(request.prefix_hashes) * self.block_size
+            )
             seq = Sequence(request, private_prompt, wait_since=t, not_before=t + 1)
             self.sequences[request.seq_id] = seq
             self.waiting.append(seq)
