@@ -1,0 +1,110 @@
+"""`kvarena bench`: speed and size figures, measured, never asserted.
+
+- per scenario, over `episodes` episodes of the trivial `noop` policy: the median single-episode
+  speed in turns/s, with and without the reset (schedule draw + unconstrained reference run +
+  warm-up);
+- the full Mooncake conversation trace replayed under `lru` (median of 3), load time apart;
+- the text observation's size on `hard` in tokens (4 characters ~ 1 token).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+
+from kv_cache_env.sim import TIERS, Simulator, approx_tokens, get_scenario, render
+
+from .policies import create, decide
+from .runner import run_policy_episode
+from .traces import load_trace, trace_scenario, trace_schedule
+
+TRACE_NAME = "mooncake_conversation_trace.jsonl"
+OBSERVATION_EPISODES = 100
+
+
+def default_trace() -> Path | None:
+    """The Mooncake trace in `../shared/traces/` next to the project or the working directory."""
+    roots = (Path.cwd(), Path(__file__).resolve().parents[1])
+    for root in roots:
+        candidate = root.parent / "shared" / "traces" / TRACE_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def run_bench(*, episodes: int, trace: Path | None, progress: Console | None) -> dict[str, Any]:
+    figures: dict[str, Any] = {"episodes_per_scenario": episodes}
+    bar = Progress(console=progress, disable=progress is None, transient=True)
+    with bar:
+        for tier in TIERS:
+            task = bar.add_task(f"bench {tier}", total=episodes)
+            figures.update(_scenario_speed(tier, episodes, lambda: bar.advance(task)))
+        if trace is not None:
+            task = bar.add_task("mooncake replay x3", total=3)
+            figures.update(_trace_replay(trace, lambda: bar.advance(task)))
+        else:
+            figures["mooncake_replay"] = f"skipped: {TRACE_NAME} not found"
+    return figures
+
+
+def _scenario_speed(tier: str, episodes: int, tick) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    scenario = get_scenario(tier)
+    policy = create("noop")
+    whole, turns_only, obs_tokens = [], [], []
+    for seed in range(episodes):
+        start = time.perf_counter()
+        sim = Simulator(scenario, seed)
+        reset_done = time.perf_counter()
+        while not sim.done:
+            for action in decide(policy, sim):
+                sim.apply(action)
+            sim.step()
+        end = time.perf_counter()
+        whole.append(scenario.steps / (end - start))
+        turns_only.append(scenario.steps / (end - reset_done))
+        if tier == "hard" and seed < OBSERVATION_EPISODES:
+            obs_tokens.extend(_observation_sizes(scenario, seed))
+        tick()
+    figures: dict[str, Any] = {
+        f"{tier}.turns_per_s_median": statistics.median(whole),
+        f"{tier}.turns_per_s_median_excluding_reset": statistics.median(turns_only),
+        f"{tier}.episode_ms_median": 1000 * scenario.steps / statistics.median(whole),
+    }
+    if obs_tokens:
+        figures["hard.observation_tokens_median"] = statistics.median(obs_tokens)
+        figures["hard.observation_tokens_max"] = max(obs_tokens)
+    return figures
+
+
+def _observation_sizes(scenario, seed: int) -> list[int]:  # type: ignore[no-untyped-def]
+    sim = Simulator(scenario, seed)
+    sizes = []
+    while not sim.done:
+        sizes.append(approx_tokens(render(sim.observe())))
+        sim.step()
+    return sizes
+
+
+def _trace_replay(path: Path, tick) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    trace = load_trace(path)
+    load_s = time.perf_counter() - start
+    scenario = trace_scenario(trace, full=True)
+    schedule = trace_schedule(trace, scenario, 0, full=True)
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        run_policy_episode(create("lru"), scenario, 0, schedule=schedule)
+        times.append(time.perf_counter() - start)
+        tick()
+    return {
+        "mooncake.requests": len(trace.requests),
+        "mooncake.steps": scenario.steps,
+        "mooncake.load_s": load_s,
+        "mooncake.replay_lru_s_median": statistics.median(times),
+    }

@@ -1,0 +1,308 @@
+"""`kvarena`: run evals and benchmarks from the command line. All I/O of the project lives here.
+
+kvarena eval                      # built-in policies x easy/medium/hard, no API key
+kvarena eval -p lru,lookahead -s hard -n 50 --seed 7 -o runs/hard
+kvarena eval -p lru --trace ../shared/traces/mooncake_conversation_trace.jsonl --full
+kvarena bench [--json]
+kvarena policies | kvarena scenarios
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kv_cache_env.sim import SCENARIOS, TIERS
+
+from . import policies
+from .jobs import EpisodeJob, run_job
+from .results import dumps
+from .summary import COLUMNS, Row, summarize
+from .traces import TraceError, load_trace
+
+app = typer.Typer(
+    help="kvcache-arena: an LLM agent manages the KV-cache of a simulated inference server.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console(stderr=True)
+out_console = Console()
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)
+
+
+@app.command("eval")
+def eval_command(
+    policy: Annotated[
+        list[str] | None,
+        typer.Option("--policy", "-p", help="Policies, comma-separated (default: built-ins)."),
+    ] = None,
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scenario",
+            "-s",
+            help="Scenarios, comma-separated (default: easy,medium,hard). With --trace: the "
+            "tier whose memory budget and request mix the replay uses (default: medium).",
+        ),
+    ] = None,
+    trace: Annotated[
+        Path | None, typer.Option(help="Replay a Mooncake .jsonl or Azure .csv trace.")
+    ] = None,
+    full: Annotated[bool, typer.Option(help="With --trace: replay the whole trace.")] = False,
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 20,
+    seed: Annotated[int, typer.Option(help="Episode i uses seed + i.")] = 0,
+    steps: Annotated[int | None, typer.Option(min=1, help="Turns per episode.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-j", min=1)] = os.cpu_count() or 1,
+    weights: Annotated[
+        str | None,
+        typer.Option(help="Rubric weight overrides as JSON, e.g. '{\"latency_penalty\": 0.1}'."),
+    ] = None,
+) -> None:
+    """Run policies on scenarios (or a trace) and write results.jsonl + run.json."""
+    started = time.perf_counter()
+    names = _split(policy) or list(policies.BUILTIN)
+    for name in names:
+        try:
+            policies.create(name)
+        except ValueError as error:
+            raise _fail(str(error)) from None
+    tiers = _split(scenario) or (["medium"] if trace else list(TIERS))
+    for tier in tiers:
+        if tier not in SCENARIOS:
+            raise _fail(f"unknown scenario {tier!r}; known scenarios: {', '.join(SCENARIOS)}")
+    if full and trace is None:
+        raise _fail("--full needs --trace")
+    if trace is not None:
+        if len(tiers) != 1:
+            raise _fail("--trace takes one --scenario (the tier whose budget it uses)")
+        try:
+            load_trace(trace)
+        except TraceError as error:
+            raise _fail(str(error), 1) from None
+    weight_pairs = _parse_weights(weights)
+    count = 1 if full else episodes
+    jobs = [
+        EpisodeJob(
+            agent=name,
+            scenario=tier,
+            seed=seed + i,
+            trace=str(trace) if trace else None,
+            full=full,
+            steps=steps,
+            weights=weight_pairs,
+        )
+        for tier in tiers
+        for name in names
+        for i in range(count)
+    ]
+    out = out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.jsonl"
+    results: list[dict[str, Any]] = []
+    interrupted = False
+    with results_path.open("w", encoding="utf-8") as sink:
+        try:
+            for job, result in _run_jobs(jobs, workers):
+                results.append(result)
+                sink.write(dumps(result) + "\n")
+                sink.flush()
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        console.print(
+            f"[yellow]interrupted:[/yellow] {len(results)} of {len(jobs)} episodes kept in "
+            f"{results_path}"
+        )
+        raise typer.Exit(130)
+    order = {(j.scenario_label, j.agent, j.seed): k for k, j in enumerate(jobs)}
+    results.sort(key=lambda r: order.get((r["scenario"], r["agent"], r["seed"]), len(order)))
+    results_path.write_text("".join(dumps(r) + "\n" for r in results), encoding="utf-8")
+    wall = time.perf_counter() - started
+    run_info = {
+        "command": "eval",
+        "arguments": {
+            "policies": names,
+            "scenarios": tiers,
+            "trace": str(trace) if trace else None,
+            "full": full,
+            "episodes": count,
+            "seed": seed,
+            "steps": steps,
+            "workers": workers,
+            "weights": dict(weight_pairs),
+        },
+        "versions": _versions(),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_time_s": round(wall, 3),
+        "episodes_run": len(results),
+        "episodes_failed": sum(1 for r in results if r["status"] != "ok"),
+    }
+    (out / "run.json").write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
+    _print_tables(summarize(results))
+    console.print(f"wrote {results_path} and {out / 'run.json'} in {wall:.1f}s")
+
+
+def _parse_weights(text: str | None) -> tuple[tuple[str, float], ...]:
+    if not text:
+        return ()
+    from rubrics import resolve_weights
+
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("expected a JSON object of component -> weight")
+        resolve_weights(raw)
+        return tuple(sorted((str(k), float(v)) for k, v in raw.items()))
+    except (ValueError, TypeError) as error:
+        raise _fail(f"--weights: {error}") from None
+
+
+def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
+    with _progress() as progress:
+        task = progress.add_task("episodes", total=len(jobs))
+        if workers <= 1 or len(jobs) == 1:
+            for job in jobs:
+                progress.update(task, description=f"{job.scenario_label} {job.agent}")
+                yield job, run_job(job)
+                progress.advance(task)
+            return
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures: dict[Future[dict[str, Any]], EpisodeJob] = {
+                pool.submit(run_job, job): job for job in jobs
+            }
+            try:
+                for future in as_completed(futures):
+                    job = futures[future]
+                    progress.update(task, description=f"{job.scenario_label} {job.agent}")
+                    yield job, future.result()
+                    progress.advance(task)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def _print_tables(rows: list[Row]) -> None:
+    # Eight "mean±ci" columns need ~130 characters; wider than a default pipe's 80.
+    printer = out_console if out_console.width >= 130 else Console(width=130)
+    for scenario in dict.fromkeys(r.scenario for r in rows):
+        table = Table(title=f"{scenario}: mean ± 95% CI", title_justify="left")
+        table.add_column("agent")
+        table.add_column("n", justify="right")
+        for header, _, _ in COLUMNS:
+            table.add_column(header, justify="right")
+        for row in sorted(
+            (r for r in rows if r.scenario == scenario),
+            key=lambda r: -r.values["reward"][0] if r.episodes > r.failed else 1e9,
+        ):
+            n = f"{row.episodes - row.failed}" + (f" ({row.failed} failed)" if row.failed else "")
+            cells = [_cell(header, *row.values[header]) for header, _, _ in COLUMNS]
+            table.add_row(row.agent, n, *cells)
+        printer.print(table)
+
+
+def _cell(header: str, mean: float, half: float) -> str:
+    if mean != mean:  # nan: no ok episodes
+        return "-"
+    digits = 3 if header in ("reward", "throughput", "headroom") else 1
+    sign = "+" if header == "reward" else ""
+    return f"{mean:{sign}.{digits}f}±{half:.{digits}f}"
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version(), "platform": sys.platform}
+    for dist in ("kvcache-arena", "numpy", "rich", "typer"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = "not installed"
+    return versions
+
+
+@app.command("policies")
+def policies_command() -> None:
+    """List the registered policies."""
+    for name in policies.available():
+        policy = policies.create(name)
+        doc = (type(policy).__doc__ or "").strip().splitlines()[0]
+        out_console.print(f"[bold]{name:<16}[/bold] {doc}")
+
+
+@app.command("scenarios")
+def scenarios_command() -> None:
+    """List the built-in scenarios and their main parameters."""
+    table = Table("scenario", "turns", "block", "budget", "arrivals/s", "bursts", "fallback")
+    for sc in SCENARIOS.values():
+        table.add_row(
+            sc.name,
+            str(sc.steps),
+            str(sc.block_size),
+            f"{sc.budget_fraction[0]:.2f}-{sc.budget_fraction[1]:.2f} of peak",
+            f"{sc.arrival_rate[0]:.1f}-{sc.arrival_rate[1]:.1f}",
+            f"{sc.burst_probability:.0%} x{sc.burst_multiplier:g}",
+            sc.fallback,
+        )
+    out_console.print(table)
+
+
+@app.command("bench")
+def bench_command(
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 1000,
+    trace: Annotated[
+        Path | None, typer.Option(help="Mooncake trace for the replay figure.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print figures as JSON.")] = False,
+) -> None:
+    """Measure simulator speed, the full-trace replay time and the observation size."""
+    from .bench import default_trace, run_bench
+
+    trace = trace or default_trace()
+    figures = run_bench(episodes=episodes, trace=trace, progress=None if as_json else console)
+    if as_json:
+        out_console.print_json(json.dumps(figures))
+        return
+    table = Table("figure", "value", title="kvarena bench", title_justify="left")
+    for key, val in figures.items():
+        table.add_row(key, f"{val:,.3f}" if isinstance(val, float) else str(val))
+    out_console.print(table)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

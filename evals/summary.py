@@ -1,0 +1,49 @@
+"""Aggregate results (`results.jsonl` objects) into per agent x scenario rows with 95% CIs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .stats import mean_ci
+
+# Seed 003's results-table columns: (header, where the value lives, key).
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("reward", "", "reward"),
+    ("failures", "metrics", "failures"),
+    ("pressure", "metrics", "pressure_steps"),
+    ("calls/turn", "metrics", "tool_calls_per_turn"),
+    ("evicts", "metrics", "evict_calls"),
+    ("compresses", "metrics", "compress_calls"),
+    ("throughput", "components", "throughput_reward"),
+    ("headroom", "components", "headroom_bonus"),
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    agent: str
+    episodes: int
+    failed: int
+    values: dict[str, tuple[float, float]]
+    """Column header -> (mean, 95% half-width) over the ok episodes."""
+
+
+def value(result: Mapping[str, Any], where: str, key: str) -> float:
+    return float(result[key] if not where else result[where][key])
+
+
+def summarize(results: Iterable[Mapping[str, Any]]) -> list[Row]:
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for result in results:
+        groups.setdefault((result["scenario"], result["agent"]), []).append(result)
+    rows = []
+    for (scenario, agent), group in groups.items():
+        ok = [r for r in group if r["status"] == "ok"]
+        values = {
+            header: mean_ci([value(r, where, key) for r in ok]) for header, where, key in COLUMNS
+        }
+        rows.append(Row(scenario, agent, len(group), len(group) - len(ok), values))
+    return rows
