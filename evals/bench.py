@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,10 @@ def run_bench(*, episodes: int, trace: Path | None, progress: Console | None) ->
     with bar:
         for tier in TIERS:
             task = bar.add_task(f"bench {tier}", total=episodes)
-            figures.update(_scenario_speed(tier, episodes, lambda: bar.advance(task)))
+            figures.update(_scenario_speed(tier, episodes, partial(bar.advance, task)))
         if trace is not None:
             task = bar.add_task("mooncake replay x3", total=3)
-            figures.update(_trace_replay(trace, lambda: bar.advance(task)))
+            figures.update(_trace_replay(trace, partial(bar.advance, task)))
         else:
             figures["mooncake_replay"] = f"skipped: {TRACE_NAME} not found"
     return figures

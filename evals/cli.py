@@ -125,7 +125,7 @@ def eval_command(
     interrupted = False
     with results_path.open("w", encoding="utf-8") as sink:
         try:
-            for job, result in _run_jobs(jobs, workers):
+            for _job, result in _run_jobs(jobs, workers):
                 results.append(result)
                 sink.write(dumps(result) + "\n")
                 sink.flush()
