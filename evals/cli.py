@@ -257,8 +257,8 @@ def policies_command() -> None:
     """List the registered policies."""
     for name in policies.available():
         policy = policies.create(name)
-        doc = (type(policy).__doc__ or "").strip().splitlines()[0]
-        out_console.print(f"[bold]{name:<16}[/bold] {doc}")
+        doc = " ".join((type(policy).__doc__ or "").split())
+        out_console.print(f"[bold]{name:<16}[/bold] {doc}", soft_wrap=True)
 
 
 @app.command("scenarios")
@@ -289,6 +289,8 @@ def bench_command(
     """Measure simulator speed, the full-trace replay time and the observation size."""
     from .bench import default_trace, run_bench
 
+    if trace is not None and not trace.is_file():
+        raise _fail(f"{trace}: no such trace file")
     trace = trace or default_trace()
     figures = run_bench(episodes=episodes, trace=trace, progress=None if as_json else console)
     if as_json:

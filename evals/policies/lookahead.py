@@ -77,6 +77,9 @@ def play_out(sim: Simulator, policy: Policy) -> tuple[float, list[list[Action]]]
 
 
 class LookaheadPolicy(SimulatorPolicy):
+    """Upper-bound reference: plays every base heuristic to the end on copies of the simulator
+    and follows the best complete trajectory found so far (in-process only)."""
+
     name = "lookahead"
 
     def __init__(self, heuristics: tuple[Callable[[], Policy], ...] = BASE_HEURISTICS) -> None:

@@ -1,0 +1,137 @@
+"""Trace parsing (Mooncake JSONL, Azure CSV), malformed input and schedules."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evals.traces import (
+    TraceError,
+    infinite_cache_hit_fraction,
+    load_trace,
+    trace_scenario,
+    trace_schedule,
+)
+from kv_cache_env.sim import Simulator
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+MOONCAKE = TRACES / "mooncake_conversation_trace.jsonl"
+AZURE = TRACES / "azure_llm_2023_conv.csv"
+needs_traces = pytest.mark.skipif(not MOONCAKE.is_file(), reason="../shared/traces not present")
+
+
+@pytest.fixture(scope="module")
+def mooncake():
+    return load_trace(MOONCAKE)
+
+
+@needs_traces
+def test_mooncake_trace_facts(mooncake):
+    assert len(mooncake.requests) == 12031
+    assert mooncake.block_tokens == 512
+    assert round(infinite_cache_hit_fraction(mooncake), 4) == 0.3664
+    mean_input = sum(r.input_tokens for r in mooncake.requests) / len(mooncake.requests)
+    assert round(mean_input) == 12035
+    arrivals = [r.arrival_s for r in mooncake.requests]
+    assert arrivals == sorted(arrivals) and arrivals[0] == 0.0
+    # 3-second buckets are spread out: far more distinct arrival times than 1,180 buckets
+    assert len(set(arrivals)) > 10_000
+
+
+@needs_traces
+def test_azure_trace_facts():
+    azure = load_trace(AZURE)
+    assert len(azure.requests) == 19366 and azure.block_tokens is None
+    rate = len(azure.requests) / azure.duration_s
+    assert 5.0 < rate < 6.0
+    assert infinite_cache_hit_fraction(azure) == 0.0
+
+
+@needs_traces
+def test_trace_window_is_seeded_and_replayable(mooncake):
+    scenario = trace_scenario(mooncake)
+    assert scenario.block_size == 512
+    a = trace_schedule(mooncake, scenario, 3)
+    b = trace_schedule(mooncake, scenario, 3)
+    c = trace_schedule(mooncake, scenario, 4)
+    assert a == b and a != c
+    assert all(0 <= r.arrival_step < a.horizon for r in a.requests)
+    sim = Simulator(scenario, 3, schedule=a)
+    while not sim.done:
+        sim.step()
+        sim.check_invariants()
+
+
+@needs_traces
+def test_full_replay_covers_the_whole_trace(mooncake):
+    scenario = trace_scenario(mooncake, full=True)
+    schedule = trace_schedule(mooncake, scenario, 0, full=True)
+    assert len(schedule.requests) == len(mooncake.requests)
+    assert scenario.warmup_steps == 0 and scenario.steps >= 3539
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_small_mooncake_file_parses_and_shares_prefixes(tmp_path):
+    lines = [
+        {"timestamp": 0, "input_length": 1000, "output_length": 5, "hash_ids": [1, 2]},
+        {"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]},
+        {"timestamp": 3000, "input_length": 10, "output_length": 0, "hash_ids": [9]},
+    ]
+    path = _write(tmp_path, "t.jsonl", "\n".join(json.dumps(x) for x in lines) + "\n")
+    trace = load_trace(path)
+    assert [r.arrival_s for r in trace.requests] == [0.0, 1.5, 3.0]
+    assert infinite_cache_hit_fraction(trace) == 2 / 6
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "bad.jsonl",
+            '{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]}\nnot json\n',
+            "bad.jsonl:2:",
+        ),
+        (
+            "bad.jsonl",
+            '{"timestamp": 0, "input_length": 10, "output_length": 1}\n',
+            "bad.jsonl:1: missing field 'hash_ids'",
+        ),
+        (
+            "bad.jsonl",
+            '{"timestamp": 0, "input_length": 2000, "output_length": 1, "hash_ids": [1]}\n',
+            "bad.jsonl:1: 1 hash_ids for 2000 tokens (expected 4)",
+        ),
+        (
+            "bad.jsonl",
+            '{"timestamp": 0, "input_length": -5, "output_length": 1, "hash_ids": []}\n',
+            "input_length must be >= 0",
+        ),
+        (
+            "bad.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10\n",
+            "bad.csv:2: expected 3 columns",
+        ),
+        (
+            "bad.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,x,1\n",
+            "bad.csv:2: ContextTokens must be an integer",
+        ),
+        ("bad.csv", "when,what\n", "bad.csv:1: expected header"),
+        ("empty.jsonl", "\n", "holds no requests"),
+        ("trace.txt", "x", "unknown trace format"),
+    ],
+)
+def test_malformed_traces_name_file_and_line(tmp_path, name, text, message):
+    path = _write(tmp_path, name, text)
+    with pytest.raises(TraceError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_trace(path)
+
+
+def test_missing_trace_file(tmp_path):
+    with pytest.raises(TraceError, match="no such trace file"):
+        load_trace(tmp_path / "nope.jsonl")
