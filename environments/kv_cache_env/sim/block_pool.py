@@ -79,11 +79,15 @@ class BlockPool:
         self.num_free += n
 
     # --- shared prefix blocks ----------------------------------------------------------------
-    def acquire_prefix(self, hashes: Sequence[int]) -> tuple[int, list[int], list[int]]:
+    def acquire_prefix(
+        self, hashes: Sequence[int], hits: int | None = None
+    ) -> tuple[int, list[int], list[int]]:
         """Reference every block of the chain `hashes`: hits are shared (a cached one is taken
         back off the LRU queue), misses get fresh blocks. Returns (hits, stored, reclaimed):
-        the hashes newly stored and the cached hashes reclaimed to make room."""
-        hits, _ = self.cached_hit_length(hashes)
+        the hashes newly stored and the cached hashes reclaimed to make room. `hits` may pass
+        in a `cached_hit_length` just computed (nothing may change in between)."""
+        if hits is None:
+            hits, _ = self.cached_hit_length(hashes)
         for h in hashes[:hits]:
             if h in self.ref_counts:
                 self.ref_counts[h] += 1
@@ -116,11 +120,10 @@ class BlockPool:
     def _take(self, n: int) -> list[int]:
         from_free = min(n, self.num_free)
         self.num_free -= from_free
-        reclaimed = []
-        for _ in range(n - from_free):
-            h, _ = self.cached.popitem(last=False)
-            reclaimed.append(h)
-        return reclaimed
+        if from_free == n:
+            return []
+        popitem = self.cached.popitem
+        return [popitem(last=False)[0] for _ in range(n - from_free)]
 
     def _note_peak(self) -> None:
         used = self.num_private + len(self.ref_counts)

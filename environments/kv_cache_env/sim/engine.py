@@ -118,6 +118,7 @@ class Engine:
             for block_type in BlockType
         }
         self._prefill_budget = scenario.prefill_tokens_per_step
+        self._per_block = {level: self.block_size * level.packing for level in Quantization}
 
     # --- geometry ----------------------------------------------------------------------------
     def blocks_for(self, seq: Sequence, level: Quantization | None = None) -> int:
@@ -234,12 +235,17 @@ class Engine:
         return stats
 
     def _compute(self, tally: _Tally) -> None:
+        # The hot loop of the simulator: attributes are read into locals on purpose.
         t = self.t
         budget = self._prefill_budget
-        bs = self.block_size
         pool = self.pool
+        quality = self._quality
+        per_block_of = self._per_block
+        running_status = Status.RUNNING
+        tokens = 0
+        effective = 0.0
         for seq in tuple(self.running):
-            if seq.status is not Status.RUNNING:
+            if seq.status is not running_status:
                 continue  # preempted earlier in this loop
             request = seq.request
             if seq.prefill_remaining:
@@ -255,13 +261,12 @@ class Engine:
             else:
                 n = min(request.decode_rate, request.output_tokens - seq.generated)
             level = seq.quantization_level
-            per_block = bs * level.packing
             private = seq.private_prompt + seq.generated
-            need = -(-(private + n) // per_block) - seq.gpu_blocks
+            need = -(-(private + n) // per_block_of[level]) - seq.gpu_blocks
             if need > 0:
-                if need > pool.available:
+                if need > pool.num_free + len(pool.cached):
                     self._make_room(need, seq, tally)
-                    if seq.status is not Status.RUNNING:
+                    if seq.status is not running_status:
                         continue
                 self._reclaimed(pool.allocate(need))
                 seq.gpu_blocks += need
@@ -269,8 +274,10 @@ class Engine:
                     self._emit("stored", "gpu", "grow", seq, need, (private, private + n))
             seq.generated += n
             seq.last_access_step = t
-            tally.tokens += n
-            tally.effective += n * self._quality[level, request.block_type]
+            tokens += n
+            effective += n * quality[level, request.block_type]
+        tally.tokens += tokens
+        tally.effective += effective
 
     def _make_room(self, need: int, growing: Sequence, tally: _Tally) -> None:
         while need > self.pool.available:
@@ -291,13 +298,14 @@ class Engine:
     def _complete(self, tally: _Tally) -> None:
         t = self.t
         still_running = []
+        append = still_running.append
         for seq in self.running:
             if seq.generated >= seq.request.output_tokens:
                 self._finish(seq)
                 tally.completed += 1
             else:
                 seq.hotness = 0.5 * seq.hotness + (0.5 if seq.last_access_step == t else 0.0)
-                still_running.append(seq)
+                append(seq)
         self.running = still_running
         for seq in self.swapped:
             seq.hotness *= 0.5
@@ -356,7 +364,7 @@ class Engine:
         private_blocks = self.blocks_for(seq, Quantization.FP16)
         if len(hashes) - hits + private_blocks > pool.available - cached_hits:
             return False
-        _, stored, reclaimed = pool.acquire_prefix(hashes)
+        _, stored, reclaimed = pool.acquire_prefix(hashes, hits)
         self._reclaimed(reclaimed)
         if stored and self.subscribers:
             self._emit_prefix("stored", "admit", tuple(stored))
@@ -462,6 +470,7 @@ class Engine:
         clone._arrivals = self._arrivals
         clone._quality = self._quality
         clone._prefill_budget = self._prefill_budget
+        clone._per_block = self._per_block
         return clone
 
     def check(self) -> None:

@@ -154,10 +154,18 @@ def _entry(engine: Engine, seq: Sequence, warmup: int) -> EntryView:
     # Positional and inlined: this runs for every resident sequence on every turn.
     request = seq.request
     swapped = seq.status is Status.SWAPPED
+    if swapped:
+        phase = Phase.IDLE
+    elif seq.prefill_remaining:
+        phase = Phase.PREFILL
+    elif seq.generated < request.reasoning_tokens:
+        phase = Phase.REASONING
+    else:
+        phase = Phase.DECODE
     return EntryView(
         request.seq_id,
         request.block_type,
-        seq.phase,
+        phase,
         request.priority,
         seq.quantization_level,
         request.prompt_tokens + seq.generated - seq.prefill_remaining,
