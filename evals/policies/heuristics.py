@@ -4,7 +4,7 @@ strategies used to check that the benchmark rewards judgment."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -21,7 +21,14 @@ from kv_cache_env.sim import (
     swap,
 )
 
-from .base import OrderedEvictionPolicy, Policy, blocks_to_free, compress_gain, compress_then
+from .base import (
+    DEFAULT_TARGET_USAGE,
+    OrderedEvictionPolicy,
+    Policy,
+    blocks_to_free,
+    compress_gain,
+    compress_then,
+)
 
 
 def arrival_order(seq_id: str) -> int:
@@ -114,14 +121,16 @@ class CompressFirstPolicy(Policy):
     pass); evict in `priority` order only when compression cannot free enough."""
 
     name = "compress-first"
+    target_usage: ClassVar[float] = DEFAULT_TARGET_USAGE
+    evict_when_short: ClassVar[bool] = True
 
     def act(self, obs: Observation) -> list[Action]:
-        need = blocks_to_free(obs)
+        need = blocks_to_free(obs, self.target_usage)
         if need <= 0:
             return []
         resident = [e for e in obs.entries if not e.swapped]  # already largest first
         actions, need = compress_then(need, resident)
-        if need > 0:
+        if need > 0 and self.evict_when_short:
             fallback = PriorityPolicy()
             for entry in sorted(filter(fallback.eligible, resident), key=fallback.priority):
                 actions.append(evict(entry.seq_id))

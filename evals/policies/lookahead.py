@@ -36,16 +36,11 @@ class _Aggressive(PriorityPolicy):
 
 
 class _CompressEarly(CompressFirstPolicy):
+    """Compression only, with a headroom target."""
+
     name = "compress-first@0.8"
-
-    def act(self, obs):  # type: ignore[no-untyped-def]
-        from .base import blocks_to_free, compress_then
-
-        need = blocks_to_free(obs, 0.8)
-        if need <= 0:
-            return []
-        actions, _ = compress_then(need, [e for e in obs.entries if not e.swapped])
-        return actions
+    target_usage = 0.8
+    evict_when_short = False
 
 
 BASE_HEURISTICS: tuple[Callable[[], Policy], ...] = (

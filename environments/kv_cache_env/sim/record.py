@@ -12,6 +12,17 @@ from typing import Any
 
 from .types import BlockType
 
+# Per-turn tuple fields (lists in JSON).
+_SERIES = (
+    "used_blocks",
+    "queue",
+    "failures",
+    "tokens",
+    "effective_tokens",
+    "forced_preemptions",
+    "calls_per_turn",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class EvictionRecord:
@@ -83,15 +94,7 @@ class EpisodeRecord:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in (
-            "used_blocks",
-            "queue",
-            "failures",
-            "tokens",
-            "effective_tokens",
-            "forced_preemptions",
-            "calls_per_turn",
-        ):
+        for key in _SERIES:
             data[key] = list(data[key])
         data["evictions"] = [{**e, "block_type": str(e["block_type"])} for e in data["evictions"]]
         data["residents"] = [{**r, "block_type": str(r["block_type"])} for r in data["residents"]]
@@ -104,15 +107,7 @@ class EpisodeRecord:
         if missing:
             raise ValueError(f"episode record lacks fields: {', '.join(sorted(missing))}")
         values = {k: data[k] for k in known}
-        for key in (
-            "used_blocks",
-            "queue",
-            "failures",
-            "tokens",
-            "effective_tokens",
-            "forced_preemptions",
-            "calls_per_turn",
-        ):
+        for key in _SERIES:
             values[key] = tuple(values[key])
         values["evictions"] = tuple(
             EvictionRecord(**{**e, "block_type": BlockType(e["block_type"])})
