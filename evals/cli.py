@@ -9,6 +9,7 @@ kvarena policies | kvarena scenarios
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
@@ -30,7 +31,8 @@ from kv_cache_env.sim import SCENARIOS, TIERS
 
 from . import policies
 from .jobs import EpisodeJob, run_job
-from .results import dumps
+from .model_eval import ModelSpec, api_key, run_model_jobs
+from .run_dir import RunDir
 from .summary import COLUMNS, Row, summarize
 from .traces import TraceError, load_trace
 
@@ -58,6 +60,29 @@ def eval_command(
         list[str] | None,
         typer.Option("--policy", "-p", help="Policies, comma-separated (default: built-ins)."),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Evaluate this model on an OpenAI-compatible endpoint instead of policies.",
+        ),
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="Endpoint base URL (default: the OpenAI API).")
+    ] = None,
+    api_key_var: Annotated[
+        str, typer.Option(help="Environment variable holding the API key.")
+    ] = "OPENAI_API_KEY",
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
+    history_turns: Annotated[
+        int | None,
+        typer.Option(min=0, help="Send only the system prompt and the last K turns."),
+    ] = None,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds per model call.")] = 120.0,
+    max_retries: Annotated[int, typer.Option(min=0, help="Retries per model call.")] = 4,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
+    hints: Annotated[bool, typer.Option(help="Show pre-scored eviction candidates.")] = True,
     scenario: Annotated[
         list[str] | None,
         typer.Option(
@@ -75,20 +100,28 @@ def eval_command(
     seed: Annotated[int, typer.Option(help="Episode i uses seed + i.")] = 0,
     steps: Annotated[int | None, typer.Option(min=1, help="Turns per episode.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Keep the ok episodes already in --out and run the rest.")
+    ] = False,
     workers: Annotated[int, typer.Option("--workers", "-j", min=1)] = os.cpu_count() or 1,
     weights: Annotated[
         str | None,
         typer.Option(help="Rubric weight overrides as JSON, e.g. '{\"latency_penalty\": 0.1}'."),
     ] = None,
 ) -> None:
-    """Run policies on scenarios (or a trace) and write results.jsonl + run.json."""
+    """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json."""
     started = time.perf_counter()
-    names = _split(policy) or list(policies.BUILTIN)
-    for name in names:
-        try:
-            policies.create(name)
-        except ValueError as error:
-            raise _fail(str(error)) from None
+    if model and policy:
+        raise _fail("give --policy or --model, not both")
+    if resume and out is None:
+        raise _fail("--resume needs --out (the run directory to finish)")
+    names = [model] if model else (_split(policy) or list(policies.BUILTIN))
+    if not model:
+        for name in names:
+            try:
+                policies.create(name)
+            except ValueError as error:
+                raise _fail(str(error)) from None
     tiers = _split(scenario) or (["medium"] if trace else list(TIERS))
     for tier in tiers:
         if tier not in SCENARIOS:
@@ -102,6 +135,23 @@ def eval_command(
             load_trace(trace)
         except TraceError as error:
             raise _fail(str(error), 1) from None
+    spec = None
+    if model:
+        sampling = {} if temperature is None else {"temperature": temperature}
+        spec = ModelSpec(
+            name=model,
+            base_url=base_url,
+            api_key_var=api_key_var,
+            timeout_s=timeout,
+            max_retries=max_retries,
+            history_turns=history_turns,
+            hints=hints,
+            sampling=sampling,
+        )
+        try:
+            api_key(spec)
+        except ValueError as error:
+            raise _fail(str(error)) from None
     weight_pairs = _parse_weights(weights)
     count = 1 if full else episodes
     jobs = [
@@ -119,41 +169,45 @@ def eval_command(
         for i in range(count)
     ]
     out = out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
-    results_path = out / "results.jsonl"
-    results: list[dict[str, Any]] = []
-    interrupted = False
-    with results_path.open("w", encoding="utf-8") as sink:
-        try:
-            for _job, result in _run_jobs(jobs, workers):
-                results.append(result)
-                sink.write(dumps(result) + "\n")
-                sink.flush()
-        except KeyboardInterrupt:
-            interrupted = True
-    if interrupted:
+    run = RunDir(out, resume=resume)
+    pending = [job for job in jobs if not run.done(job.key)]
+    if resume:
+        console.print(f"resuming {out}: {len(jobs) - len(pending)} of {len(jobs)} episodes kept")
+    try:
+        if spec is not None:
+            _run_model(pending, spec, concurrency, run)
+        else:
+            for _job, result in _run_jobs(pending, workers):
+                run.add(result)
+    except KeyboardInterrupt:
+        run.close()
         console.print(
-            f"[yellow]interrupted:[/yellow] {len(results)} of {len(jobs)} episodes kept in "
-            f"{results_path}"
+            f"[yellow]interrupted:[/yellow] {len(run.results)} of {len(jobs)} episodes kept in "
+            f"{run.results_path}; finish with --resume --out {out}"
         )
-        raise typer.Exit(130)
-    order = {(j.scenario_label, j.agent, j.seed): k for k, j in enumerate(jobs)}
-    results.sort(key=lambda r: order.get((r["scenario"], r["agent"], r["seed"]), len(order)))
-    results_path.write_text("".join(dumps(r) + "\n" for r in results), encoding="utf-8")
+        raise typer.Exit(130) from None
+    results = run.finish(job.key for job in jobs)
     wall = time.perf_counter() - started
+    arguments: dict[str, Any] = {
+        "policies": None if model else names,
+        "model": model,
+        "base_url": base_url,
+        "api_key_var": api_key_var if model else None,
+        "concurrency": concurrency if model else None,
+        "history_turns": history_turns,
+        "scenarios": tiers,
+        "trace": str(trace) if trace else None,
+        "full": full,
+        "episodes": count,
+        "seed": seed,
+        "steps": steps,
+        "workers": workers,
+        "weights": dict(weight_pairs),
+        "resume": resume,
+    }
     run_info = {
         "command": "eval",
-        "arguments": {
-            "policies": names,
-            "scenarios": tiers,
-            "trace": str(trace) if trace else None,
-            "full": full,
-            "episodes": count,
-            "seed": seed,
-            "steps": steps,
-            "workers": workers,
-            "weights": dict(weight_pairs),
-        },
+        "arguments": arguments,
         "versions": _versions(),
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_time_s": round(wall, 3),
@@ -162,7 +216,33 @@ def eval_command(
     }
     (out / "run.json").write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
     _print_tables(summarize(results))
-    console.print(f"wrote {results_path} and {out / 'run.json'} in {wall:.1f}s")
+    failed = run_info["episodes_failed"]
+    if failed:
+        console.print(f"[yellow]{failed} episode(s) failed[/yellow]; see 'error' in the results")
+    console.print(f"wrote {run.results_path} and {out / 'run.json'} in {wall:.1f}s")
+
+
+def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: RunDir) -> None:
+    rewards: list[float] = []
+    errors = 0
+    with _progress() as progress:
+        task = progress.add_task(spec.name, total=len(jobs))
+
+        def on_result(result: dict[str, Any], transcript: dict[str, Any] | None) -> None:
+            nonlocal errors
+            run.add(result)
+            if transcript is not None:
+                run.write_transcript(result, transcript)
+            if result["status"] == "ok":
+                rewards.append(result["reward"])
+            else:
+                errors += 1
+            mean = f"{sum(rewards) / len(rewards):+.3f}" if rewards else "-"
+            progress.update(
+                task, advance=1, description=f"{spec.name} reward {mean} errors {errors}"
+            )
+
+        asyncio.run(run_model_jobs(jobs, spec, concurrency=concurrency, on_result=on_result))
 
 
 def _parse_weights(text: str | None) -> tuple[tuple[str, float], ...]:
@@ -206,7 +286,7 @@ def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob
 
 def _progress() -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description:<28}"),
+        TextColumn("[bold]{task.description:<32}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -276,6 +356,40 @@ def scenarios_command() -> None:
             sc.fallback,
         )
     out_console.print(table)
+
+
+@app.command("serve-policy")
+def serve_policy_command(
+    name: Annotated[str, typer.Argument(help="An observation-based policy, e.g. lru.")],
+    port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
+    host: Annotated[str, typer.Option(help="Loopback address to bind.")] = "127.0.0.1",
+    faults: Annotated[
+        str | None,
+        typer.Option(
+            help="Inject faults for tests: N:KIND,... with KIND in 429, 500, timeout, "
+            "badjson, drop (N counts chat requests from 1)."
+        ),
+    ] = None,
+    fault_delay: Annotated[
+        float, typer.Option(min=0, help="Seconds a 'timeout' fault waits.")
+    ] = 30.0,
+) -> None:
+    """Serve a policy as an OpenAI-compatible chat endpoint (tool calls), loopback only."""
+    from .policy_server import PolicyServer, parse_faults
+
+    try:
+        server = PolicyServer(
+            name, host=host, port=port, faults=parse_faults(faults), timeout_s=fault_delay
+        )
+    except (ValueError, OSError) as error:
+        raise _fail(str(error)) from None
+    console.print(f"serving policy [bold]{name}[/bold] at {server.base_url} (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
 
 
 @app.command("bench")

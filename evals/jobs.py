@@ -30,7 +30,8 @@ class EpisodeJob:
     weights: tuple[tuple[str, float], ...] = ()
 
     @property
-    def sort_key(self) -> tuple[str, str, int]:
+    def key(self) -> tuple[str, str, int]:
+        """(scenario, agent, seed): how results are matched to jobs."""
         return (self.scenario_label, self.agent, self.seed)
 
     @property

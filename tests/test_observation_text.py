@@ -52,8 +52,8 @@ def test_observation_on_hard_stays_small():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "needs a header"),
-        ("hello\nworld", "line 1 is not an observation header"),
+        ("", "no observation header"),
+        ("hello\nworld", "no observation header"),
         (
             "turn 0/15 | block 16 | gpu 1/10 used 10.0% cached 0 free 9 | cpu 0/5 | queue 0 "
             "oldest 0/5 head 0 demand 0 preempted 0\nseq type",
@@ -64,6 +64,11 @@ def test_observation_on_hard_stays_small():
 def test_malformed_text_is_rejected_with_the_line(text, message):
     with pytest.raises(ValueError, match=message):
         parse(text)
+
+
+def test_text_before_the_header_is_skipped():
+    obs = Simulator(get_scenario("medium"), 2).observe()
+    assert parse("step done: 40 tokens\n" + render(obs)) == obs
 
 
 def test_bad_row_names_its_line_number():

@@ -4,7 +4,16 @@ Nothing in this package does I/O, reads the wall clock or knows about rubrics, p
 verifiers or the CLI.
 """
 
-from .actions import Action, ActionResult, compress, evict, make_action, noop, swap
+from .actions import (
+    ACTION_KINDS,
+    Action,
+    ActionResult,
+    compress,
+    evict,
+    make_action,
+    noop,
+    swap,
+)
 from .engine import Engine, Eviction, StepStats
 from .events import BlockEvent
 from .observation import Candidate, EntryView, Observation, QueueView
@@ -16,6 +25,7 @@ from .types import EVICTION_VALUE, RETENTION_PRIORITY, BlockType, Phase, Quantiz
 from .workload import Request, Schedule, schedule_from_requests, synthesize
 
 __all__ = [
+    "ACTION_KINDS",
     "EVICTION_VALUE",
     "RETENTION_PRIORITY",
     "SCENARIOS",

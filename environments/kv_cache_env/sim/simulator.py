@@ -123,6 +123,10 @@ class Simulator:
         self._counts[action.kind if result.ok else "invalid"] += 1
         return result
 
+    def count_implicit_noop(self) -> None:
+        """Count a turn on which the agent made no call at all (it means noop)."""
+        self._counts["noop"] += 1
+
     def count_invalid(self) -> None:
         """Count a call that never became an action (unknown tool, malformed arguments)."""
         self._calls_this_turn += 1

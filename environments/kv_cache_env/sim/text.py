@@ -55,19 +55,22 @@ def render(obs: Observation) -> str:
 
 
 def parse(text: str) -> Observation:
-    """Rebuild the observation from its rendering; ValueError names the offending line."""
-    lines = text.strip().splitlines()
-    if len(lines) < 2:
-        raise ValueError("observation text needs a header line and a table header")
+    """Rebuild the observation from its rendering (lines before its header, such as a step
+    summary, are skipped); ValueError names the offending line."""
+    all_lines = text.strip().splitlines()
+    start = next((i for i, line in enumerate(all_lines) if _HEADER.match(line.strip())), None)
+    if start is None:
+        raise ValueError("no observation header ('turn t/T | block ...') in the text")
+    lines = all_lines[start:]
     header = _HEADER.match(lines[0].strip())
-    if header is None:
-        raise ValueError(f"line 1 is not an observation header: {lines[0]!r}")
-    if lines[1].strip() != TABLE_HEADER:
-        raise ValueError(f"line 2 is not the table header: {lines[1]!r}")
+    assert header is not None
+    if len(lines) < 2 or lines[1].strip() != TABLE_HEADER:
+        shown = lines[1] if len(lines) > 1 else ""
+        raise ValueError(f"line {start + 2} is not the table header: {shown!r}")
     h = {k: int(v) for k, v in header.groupdict().items()}
     entries = []
     candidates: tuple[Candidate, ...] | None = None
-    for number, line in enumerate(lines[2:], start=3):
+    for number, line in enumerate(lines[2:], start=start + 3):
         line = line.strip()
         if line.startswith("candidates:"):
             candidates = _parse_candidates(line, number)

@@ -1,0 +1,113 @@
+"""One episode played by a chat model through tool calls: the loop shared by every LLM path
+(the verifiers harness, hosted-model evals, the keyless policy server's clients).
+
+One assistant reply is one step: all its tool calls are applied in order, their results are
+returned as tool messages, the simulator advances one step, and the next observation is the
+next user message. A reply with no tool call counts as noop; the episode never ends early.
+The conversation sent to the model can be limited to the system prompt plus the last K turns
+(`history_turns`); each observation is self-contained, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .prompt import system_prompt, turn_message
+from .sim import Simulator, StepStats
+from .tools import TOOLS, call_tool
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+    """Raw JSON text as the model produced it (may be malformed)."""
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, other: TokenUsage) -> None:
+        self.input_tokens += other.input_tokens
+        self.cached_input_tokens += other.cached_input_tokens
+        self.output_tokens += other.output_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    content: str | None
+    tool_calls: tuple[ToolCall, ...]
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+ChatFn = Callable[[list[Message], list[dict[str, Any]]], Awaitable[ModelReply]]
+"""Send `messages` with `tools` to the model; return its reply."""
+
+
+@dataclass
+class Transcript:
+    messages: list[Message]
+    """The whole conversation: system prompt, then every turn's user/assistant/tool messages."""
+    usage: TokenUsage
+    turns: int
+
+
+async def play_episode(
+    sim: Simulator, chat: ChatFn, *, history_turns: int | None = None, hints: bool = True
+) -> Transcript:
+    """Play `sim` to its end with the model behind `chat`."""
+    system: Message = {"role": "system", "content": system_prompt(sim.scenario)}
+    turns: list[list[Message]] = []
+    usage = TokenUsage()
+    last_step: StepStats | None = None
+    while not sim.done:
+        user: Message = {
+            "role": "user",
+            "content": turn_message(sim.observe(hints=hints), last_step),
+        }
+        window = turns if history_turns is None else turns[max(0, len(turns) - history_turns) :]
+        messages = [system, *(m for turn in window for m in turn), user]
+        reply = await chat(messages, TOOLS)
+        usage.add(reply.usage)
+        calls = [
+            ToolCall(call.id or f"call_{sim.turn}_{i}", call.name, call.arguments)
+            for i, call in enumerate(reply.tool_calls)
+        ]
+        assistant: Message = {"role": "assistant", "content": reply.content or ""}
+        if calls:
+            assistant["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in calls
+            ]
+        else:
+            sim.count_implicit_noop()
+        results = [
+            {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": call_tool(sim, call.name, call.arguments).message,
+            }
+            for call in calls
+        ]
+        last_step = sim.step()
+        turns.append([user, assistant, *results])
+    return Transcript([system, *(m for turn in turns for m in turn)], usage, len(turns))

@@ -1,0 +1,159 @@
+"""Hosted-model evals: the environment played by any OpenAI-compatible chat endpoint.
+
+Each episode runs `kv_cache_env.agent.play_episode` with a chat function backed by the official
+`openai` client, which retries 408/409/429/5xx, connection errors and timeouts with exponential
+backoff (`max_retries`). An episode whose calls still fail is recorded as failed, with the
+error, never dropped. The API key is read from the environment variable named by the caller
+and is never written anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI
+
+from kv_cache_env.agent import ChatFn, ModelReply, TokenUsage, ToolCall, play_episode
+from kv_cache_env.sim import Simulator
+
+from .jobs import EpisodeJob
+from .results import episode_result
+
+LOOPBACK_PREFIXES = ("http://127.0.0.1", "http://localhost", "http://[::1]")
+
+
+class EmptyReplyError(Exception):
+    """The endpoint answered without any choice."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    base_url: str | None = None
+    """None: the OpenAI API."""
+    api_key_var: str = "OPENAI_API_KEY"
+    timeout_s: float = 120.0
+    max_retries: int = 4
+    history_turns: int | None = None
+    hints: bool = True
+    sampling: dict[str, Any] = field(default_factory=dict)
+
+
+def api_key(spec: ModelSpec) -> str:
+    """The key from the environment. A loopback endpoint (a local server) needs none."""
+    key = os.environ.get(spec.api_key_var)
+    if key:
+        return key
+    if spec.base_url and spec.base_url.startswith(LOOPBACK_PREFIXES):
+        return "not-needed"
+    raise ValueError(
+        f"environment variable {spec.api_key_var} is not set; export your API key there "
+        "(or name another variable with --api-key-var)"
+    )
+
+
+def make_client(spec: ModelSpec) -> AsyncOpenAI:
+    return AsyncOpenAI(
+        api_key=api_key(spec),
+        base_url=spec.base_url,
+        timeout=spec.timeout_s,
+        max_retries=spec.max_retries,
+    )
+
+
+def openai_chat(client: AsyncOpenAI, spec: ModelSpec) -> ChatFn:
+    async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        response = await client.chat.completions.create(
+            model=spec.name,
+            messages=messages,  # type: ignore[arg-type]
+            tools=tools,  # type: ignore[arg-type]
+            **spec.sampling,
+        )
+        if not response.choices:
+            raise EmptyReplyError("the endpoint returned no choices")
+        message = response.choices[0].message
+        calls = tuple(
+            ToolCall(call.id or "", call.function.name, call.function.arguments or "")
+            for call in message.tool_calls or []
+            if getattr(call, "function", None) is not None
+        )
+        return ModelReply(message.content, calls, _usage(response.usage))
+
+    return chat
+
+
+def _usage(usage: Any) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    return TokenUsage(usage.prompt_tokens or 0, cached, usage.completion_tokens or 0)
+
+
+async def run_model_episode(
+    job: EpisodeJob, spec: ModelSpec, chat: ChatFn
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(result, transcript) of one episode; the transcript is None when it could not start."""
+    scenario, schedule = job.resolve()
+    sim = Simulator(scenario, job.seed, schedule=schedule)
+    weights = dict(job.weights) or None
+    try:
+        transcript = await play_episode(
+            sim, chat, history_turns=spec.history_turns, hints=spec.hints
+        )
+    except (openai.OpenAIError, TimeoutError, EmptyReplyError) as error:
+        message = f"{type(error).__name__}: {error}"
+        return (
+            episode_result(
+                agent=spec.name,
+                scenario=scenario.name,
+                seed=job.seed,
+                record=None,
+                error=message[:500],
+                weights=weights,
+            ),
+            None,
+        )
+    result = episode_result(
+        agent=spec.name,
+        scenario=scenario.name,
+        seed=job.seed,
+        record=sim.record(),
+        usage=transcript.usage.as_dict(),
+        weights=weights,
+    )
+    return result, {
+        "model": spec.name,
+        "scenario": scenario.name,
+        "seed": job.seed,
+        "messages": transcript.messages,
+        "usage": transcript.usage.as_dict(),
+    }
+
+
+async def run_model_jobs(
+    jobs: list[EpisodeJob],
+    spec: ModelSpec,
+    *,
+    concurrency: int,
+    on_result: Callable[[dict[str, Any], dict[str, Any] | None], None],
+) -> None:
+    """Run `jobs` with at most `concurrency` episodes in flight; `on_result` gets each one."""
+    client = make_client(spec)
+    chat = openai_chat(client, spec)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(job: EpisodeJob) -> None:
+        async with gate:
+            result, transcript = await run_model_episode(job, spec, chat)
+        on_result(result, transcript)
+
+    try:
+        await asyncio.gather(*(one(job) for job in jobs))
+    finally:
+        await client.close()
