@@ -1,0 +1,133 @@
+"""The hosted-model path end to end through real loopback HTTP: a policy served as an
+OpenAI-compatible endpoint, the openai client, the agent loop, tools, simulator and rubric."""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from evals.jobs import EpisodeJob, run_job
+from evals.model_eval import ModelSpec, run_model_jobs
+from evals.policy_server import PolicyServer, parse_faults
+from evals.results import validate
+
+
+def _model_results(server, jobs, **spec_changes):
+    spec = ModelSpec(name="lru", base_url=server.base_url, **spec_changes)
+    out = []
+    asyncio.run(
+        run_model_jobs(jobs, spec, concurrency=3, on_result=lambda r, t: out.append((r, t)))
+    )
+    return sorted(out, key=lambda rt: (rt[0]["scenario"], rt[0]["seed"]))
+
+
+@pytest.mark.parametrize("policy", ["lru", "compress-first", "headroom"])
+def test_served_policy_matches_in_process_policy(policy):
+    jobs = [EpisodeJob(policy, scenario, seed) for scenario in ("easy", "hard") for seed in (0, 1)]
+    with PolicyServer(policy) as server:
+        spec = ModelSpec(name=policy, base_url=server.base_url)
+        served = []
+        asyncio.run(
+            run_model_jobs(jobs, spec, concurrency=4, on_result=lambda r, t: served.append(r))
+        )
+    served.sort(key=lambda r: (r["scenario"], r["seed"]))
+    local = sorted((run_job(job) for job in jobs), key=lambda r: (r["scenario"], r["seed"]))
+    for remote, mine in zip(served, local, strict=True):
+        assert validate(remote) == []
+        assert remote["components"] == mine["components"]
+        assert remote["reward"] == mine["reward"]
+        assert remote["metrics"] == mine["metrics"]
+        assert remote["usage"]["input_tokens"] > 0 and mine["usage"] is None
+
+
+def test_lookahead_cannot_be_served():
+    with pytest.raises(ValueError, match="needs the simulator itself"):
+        PolicyServer("lookahead")
+
+
+def test_server_binds_loopback_only():
+    with pytest.raises(ValueError, match="loopback only"):
+        PolicyServer("lru", host="0.0.0.0")
+
+
+def test_bad_fault_specs_are_rejected():
+    assert parse_faults("2:429, 4:badjson") == {2: "429", 4: "badjson"}
+    for spec in ("x:429", "0:500", "3:teapot", "3"):
+        with pytest.raises(ValueError, match="bad fault"):
+            parse_faults(spec)
+
+
+def test_retries_absorb_429_500_and_timeouts_and_badjson_is_an_invalid_call():
+    jobs = [EpisodeJob("lru", "hard", 0)]
+    faults = {1: "429", 2: "500", 3: "timeout", 5: "drop", 8: "badjson"}
+    with PolicyServer("lru", faults=faults, timeout_s=2.0) as server:
+        ((result, transcript),) = _model_results(server, jobs, timeout_s=0.5, max_retries=3)
+    assert result["status"] == "ok", result["error"]
+    assert result["metrics"]["invalid_calls"] >= 1
+    assert transcript is not None and len(transcript["messages"]) > 15
+    errors = [
+        m["content"]
+        for m in transcript["messages"]
+        if m["role"] == "tool" and "error" in m["content"]
+    ]
+    assert any("not valid JSON" in e for e in errors)
+
+
+def test_a_rollout_that_keeps_failing_is_recorded_as_failed():
+    jobs = [EpisodeJob("lru", "easy", 0)]
+    faults = dict.fromkeys(range(1, 10), "500")
+    with PolicyServer("lru", faults=faults) as server:
+        ((result, transcript),) = _model_results(server, jobs, max_retries=1)
+    assert result["status"] == "failed" and result["reward"] is None
+    assert "InternalServerError" in result["error"] and transcript is None
+    assert validate(result) == []
+
+
+SENTINEL_KEY = "sk-test-never-write-me-0123456789"
+
+
+def _kvarena(*args):
+    env = {**os.environ, "OPENAI_API_KEY": SENTINEL_KEY}
+    return subprocess.Popen(
+        [sys.executable, "-m", "evals.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_killed_run_resumes_to_the_same_complete_results(tmp_path):
+    with PolicyServer("lru", faults={2: "429", 9: "500"}) as server:
+        base = ("eval", "--model", "lru", "--base-url", server.base_url, "-s", "easy,hard")
+        clean = _kvarena(*base, "-n", "3", "-o", str(tmp_path / "clean"))
+        assert clean.wait(timeout=300) == 0, clean.stderr.read()
+
+        run_dir = tmp_path / "killed"
+        results = run_dir / "results.jsonl"
+        proc = _kvarena(*base, "-n", "3", "-c", "1", "-o", str(run_dir))
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if results.exists() and len(results.read_text().splitlines()) >= 2:
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        kept = results.read_text().splitlines()
+        assert 2 <= len(kept) < 6, "the kill must land mid-run"
+
+        resumed = _kvarena(*base, "-n", "3", "--resume", "-o", str(run_dir))
+        assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    lines = results.read_text().splitlines()
+    keys = [(r["scenario"], r["seed"]) for r in map(json.loads, lines)]
+    assert len(lines) == 6 and len(set(keys)) == 6
+    assert all(json.loads(line)["status"] == "ok" for line in lines)
+    assert results.read_bytes() == (tmp_path / "clean" / "results.jsonl").read_bytes()
+    written = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert len(written) >= 8  # results, run.json, transcripts
+    assert all(SENTINEL_KEY not in p.read_text() for p in written)
