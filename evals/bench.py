@@ -4,11 +4,15 @@
   speed in turns/s, with and without the reset (schedule draw + unconstrained reference run +
   warm-up);
 - the full Mooncake conversation trace replayed under `lru` (median of 3), load time apart;
-- the text observation's size on `hard` in tokens (4 characters ~ 1 token).
+- the text observation's size on `hard` in tokens (4 characters ~ 1 token);
+- the environment's own cost per LLM turn on `hard` (simulator step + observation rendering +
+  tool dispatch + message building), the model's time excluded: an in-process `lru` stands in
+  for the model (it parses the text and answers tool calls) and its time is subtracted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 from functools import partial
@@ -18,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from kv_cache_env.sim import TIERS, Simulator, approx_tokens, get_scenario, render
+from kv_cache_env.sim import TIERS, Simulator, approx_tokens, get_scenario, parse, render
 
 from .policies import create, decide
 from .runner import run_policy_episode
@@ -26,6 +30,7 @@ from .traces import load_trace, trace_scenario, trace_schedule
 
 TRACE_NAME = "mooncake_conversation_trace.jsonl"
 OBSERVATION_EPISODES = 100
+ENV_EPISODES = 50
 
 
 def default_trace() -> Path | None:
@@ -45,6 +50,8 @@ def run_bench(*, episodes: int, trace: Path | None, progress: Console | None) ->
         for tier in TIERS:
             task = bar.add_task(f"bench {tier}", total=episodes)
             figures.update(_scenario_speed(tier, episodes, partial(bar.advance, task)))
+        task = bar.add_task("env turn overhead", total=ENV_EPISODES)
+        figures.update(_env_overhead(partial(bar.advance, task)))
         if trace is not None:
             task = bar.add_task("mooncake replay x3", total=3)
             figures.update(_trace_replay(trace, partial(bar.advance, task)))
@@ -109,3 +116,32 @@ def _trace_replay(path: Path, tick) -> dict[str, Any]:  # type: ignore[no-untype
         "mooncake.load_s": load_s,
         "mooncake.replay_lru_s_median": statistics.median(times),
     }
+
+
+def _env_overhead(tick) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    from kv_cache_env.agent import ModelReply, ToolCall, play_episode
+
+    from .policy_server import tool_calls_for
+
+    scenario = get_scenario("hard")
+    per_turn = []
+    for seed in range(ENV_EPISODES):
+        model_time = 0.0
+
+        async def chat(messages, tools):  # type: ignore[no-untyped-def]
+            nonlocal model_time
+            start = time.perf_counter()
+            actions = create("lru").act(parse(messages[-1]["content"]))
+            calls = tuple(
+                ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
+                for c in tool_calls_for(actions)
+            )
+            model_time += time.perf_counter() - start
+            return ModelReply(None, calls)
+
+        sim = Simulator(scenario, seed)
+        start = time.perf_counter()
+        asyncio.run(play_episode(sim, chat))
+        per_turn.append((time.perf_counter() - start - model_time) / scenario.steps)
+        tick()
+    return {"hard.env_overhead_ms_per_turn_median": 1000 * statistics.median(per_turn)}
