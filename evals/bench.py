@@ -23,10 +23,10 @@ from rich.console import Console
 from rich.progress import Progress
 
 from kv_cache_env.sim import TIERS, Simulator, approx_tokens, get_scenario, parse, render
+from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
 
 from .policies import create, decide
 from .runner import run_policy_episode
-from .traces import load_trace, trace_scenario, trace_schedule
 
 TRACE_NAME = "mooncake_conversation_trace.jsonl"
 OBSERVATION_EPISODES = 100

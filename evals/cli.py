@@ -27,14 +27,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.sim import SCENARIOS, TIERS
+from kv_cache_env.traces import TraceError, load_trace
 
 from . import policies
 from .jobs import EpisodeJob, run_job
 from .model_eval import ModelSpec, api_key, run_model_jobs
 from .run_dir import RunDir
 from .summary import COLUMNS, Row, summarize
-from .traces import TraceError, load_trace
 
 app = typer.Typer(
     help="kvcache-arena: an LLM agent manages the KV-cache of a simulated inference server.",
@@ -157,11 +158,13 @@ def eval_command(
     jobs = [
         EpisodeJob(
             agent=name,
-            scenario=tier,
-            seed=seed + i,
-            trace=str(trace) if trace else None,
-            full=full,
-            steps=steps,
+            episode=EpisodeSpec(
+                scenario=tier,
+                seed=seed + i,
+                trace=str(trace) if trace else None,
+                full=full,
+                steps=steps,
+            ),
             weights=weight_pairs,
         )
         for tier in tiers
@@ -265,7 +268,7 @@ def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob
         task = progress.add_task("episodes", total=len(jobs))
         if workers <= 1 or len(jobs) == 1:
             for job in jobs:
-                progress.update(task, description=f"{job.scenario_label} {job.agent}")
+                progress.update(task, description=f"{job.episode.label} {job.agent}")
                 yield job, run_job(job)
                 progress.advance(task)
             return
@@ -276,7 +279,7 @@ def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob
             try:
                 for future in as_completed(futures):
                     job = futures[future]
-                    progress.update(task, description=f"{job.scenario_label} {job.agent}")
+                    progress.update(task, description=f"{job.episode.label} {job.agent}")
                     yield job, future.result()
                     progress.advance(task)
             except BaseException:

@@ -18,17 +18,14 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
-from kv_cache_env.agent import ChatFn, ModelReply, TokenUsage, ToolCall, play_episode
+from kv_cache_env.agent import ChatFn, play_episode
+from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
 from kv_cache_env.sim import Simulator
 
 from .jobs import EpisodeJob
 from .results import episode_result
 
 LOOPBACK_PREFIXES = ("http://127.0.0.1", "http://localhost", "http://[::1]")
-
-
-class EmptyReplyError(Exception):
-    """The endpoint answered without any choice."""
 
 
 @dataclass(frozen=True)
@@ -66,40 +63,11 @@ def make_client(spec: ModelSpec) -> AsyncOpenAI:
     )
 
 
-def openai_chat(client: AsyncOpenAI, spec: ModelSpec) -> ChatFn:
-    async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
-        response = await client.chat.completions.create(
-            model=spec.name,
-            messages=messages,  # type: ignore[arg-type]
-            tools=tools,  # type: ignore[arg-type]
-            **spec.sampling,
-        )
-        if not response.choices:
-            raise EmptyReplyError("the endpoint returned no choices")
-        message = response.choices[0].message
-        calls = tuple(
-            ToolCall(call.id or "", call.function.name, call.function.arguments or "")
-            for call in message.tool_calls or []
-            if getattr(call, "function", None) is not None
-        )
-        return ModelReply(message.content, calls, _usage(response.usage))
-
-    return chat
-
-
-def _usage(usage: Any) -> TokenUsage:
-    if usage is None:
-        return TokenUsage()
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    return TokenUsage(usage.prompt_tokens or 0, cached, usage.completion_tokens or 0)
-
-
 async def run_model_episode(
     job: EpisodeJob, spec: ModelSpec, chat: ChatFn
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(result, transcript) of one episode; the transcript is None when it could not start."""
-    scenario, schedule = job.resolve()
+    scenario, schedule = job.episode.resolve()
     sim = Simulator(scenario, job.seed, schedule=schedule)
     weights = dict(job.weights) or None
     try:
@@ -145,7 +113,7 @@ async def run_model_jobs(
 ) -> None:
     """Run `jobs` with at most `concurrency` episodes in flight; `on_result` gets each one."""
     client = make_client(spec)
-    chat = openai_chat(client, spec)
+    chat = openai_chat(client, spec.name, spec.sampling)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(job: EpisodeJob) -> None:

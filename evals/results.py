@@ -26,23 +26,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kv_cache_env.sim import EpisodeRecord
-from rubrics import COMPONENTS, episode_metrics, resolve_weights, score
+from rubrics import COMPONENTS, METRIC_NAMES, episode_metrics, resolve_weights, score
 
 SCHEMA_VERSION = 1
 
-METRIC_NAMES: tuple[str, ...] = (
-    "failures",
-    "pressure_steps",
-    "tool_calls_per_turn",
-    "evict_calls",
-    "compress_calls",
-    "swap_calls",
-    "noop_calls",
-    "invalid_calls",
-    "tokens_generated",
-    "forced_preemptions",
-    "prefix_hit_rate",
-)
 USAGE_FIELDS: tuple[str, ...] = ("input_tokens", "cached_input_tokens", "output_tokens")
 FIELDS: tuple[str, ...] = (
     "schema_version",

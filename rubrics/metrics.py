@@ -7,6 +7,20 @@ from kv_cache_env.sim.record import EpisodeRecord
 
 PRESSURE_USAGE = 0.95
 
+METRIC_NAMES: tuple[str, ...] = (
+    "failures",
+    "pressure_steps",
+    "tool_calls_per_turn",
+    "evict_calls",
+    "compress_calls",
+    "swap_calls",
+    "noop_calls",
+    "invalid_calls",
+    "tokens_generated",
+    "forced_preemptions",
+    "prefix_hit_rate",
+)
+
 
 def pressure_steps(record: EpisodeRecord) -> int:
     """Turns with usage >= 0.95, a forced preemption, or a failure."""

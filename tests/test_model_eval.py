@@ -15,6 +15,7 @@ from evals.jobs import EpisodeJob, run_job
 from evals.model_eval import ModelSpec, run_model_jobs
 from evals.policy_server import PolicyServer, parse_faults
 from evals.results import validate
+from kv_cache_env.episodes import EpisodeSpec
 
 
 def _model_results(server, jobs, **spec_changes):
@@ -28,7 +29,11 @@ def _model_results(server, jobs, **spec_changes):
 
 @pytest.mark.parametrize("policy", ["lru", "compress-first", "headroom"])
 def test_served_policy_matches_in_process_policy(policy):
-    jobs = [EpisodeJob(policy, scenario, seed) for scenario in ("easy", "hard") for seed in (0, 1)]
+    jobs = [
+        EpisodeJob(policy, EpisodeSpec(scenario, seed))
+        for scenario in ("easy", "hard")
+        for seed in (0, 1)
+    ]
     with PolicyServer(policy) as server:
         spec = ModelSpec(name=policy, base_url=server.base_url)
         served = []
@@ -63,7 +68,7 @@ def test_bad_fault_specs_are_rejected():
 
 
 def test_retries_absorb_429_500_and_timeouts_and_badjson_is_an_invalid_call():
-    jobs = [EpisodeJob("lru", "hard", 0)]
+    jobs = [EpisodeJob("lru", EpisodeSpec("hard", 0))]
     faults = {1: "429", 2: "500", 3: "timeout", 5: "drop", 8: "badjson"}
     with PolicyServer("lru", faults=faults, timeout_s=2.0) as server:
         ((result, transcript),) = _model_results(server, jobs, timeout_s=0.5, max_retries=3)
@@ -79,7 +84,7 @@ def test_retries_absorb_429_500_and_timeouts_and_badjson_is_an_invalid_call():
 
 
 def test_a_rollout_that_keeps_failing_is_recorded_as_failed():
-    jobs = [EpisodeJob("lru", "easy", 0)]
+    jobs = [EpisodeJob("lru", EpisodeSpec("easy", 0))]
     faults = dict.fromkeys(range(1, 10), "500")
     with PolicyServer("lru", faults=faults) as server:
         ((result, transcript),) = _model_results(server, jobs, max_retries=1)

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from evals.traces import (
+from kv_cache_env.sim import Simulator
+from kv_cache_env.traces import (
     TraceError,
     infinite_cache_hit_fraction,
     load_trace,
     trace_scenario,
     trace_schedule,
 )
-from kv_cache_env.sim import Simulator
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 MOONCAKE = TRACES / "mooncake_conversation_trace.jsonl"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kv_cache_env.sim import Request, Scenario, Schedule, get_scenario
+from .sim import Request, Scenario, Schedule, get_scenario
 
 MOONCAKE_BLOCK_TOKENS = 512
 

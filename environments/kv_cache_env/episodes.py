@@ -1,0 +1,58 @@
+"""What identifies one episode, as plain JSON-safe data, and how to build its simulator.
+
+Shared by the verifiers taskset (its task data) and the evals (their jobs), so an episode named
+the same way is the same episode everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .sim import Scenario, Schedule, Simulator, get_scenario
+from .traces import Trace, load_trace, trace_scenario, trace_schedule
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    scenario: str
+    """Built-in scenario name; with `trace`, the tier whose budget and mix the replay uses."""
+    seed: int
+    trace: str | None = None
+    """Path of a Mooncake .jsonl or Azure .csv trace to replay instead of synthetic arrivals."""
+    full: bool = False
+    """With `trace`: replay the whole trace rather than a seeded window."""
+    steps: int | None = None
+    """Turns per episode (default: the scenario's)."""
+    block_size: int | None = None
+    """Tokens per block (default: the scenario's, or the trace's prefix granularity)."""
+
+    @property
+    def label(self) -> str:
+        """The scenario name results carry (replays are named after the trace file)."""
+        return f"trace:{Path(self.trace).name}" if self.trace else self.scenario
+
+    def resolve(self) -> tuple[Scenario, Schedule | None]:
+        base = get_scenario(self.scenario)
+        changes: dict[str, object] = {}
+        if self.steps is not None:
+            changes["steps"] = self.steps
+        if self.block_size is not None and self.trace is None:
+            changes["block_size"] = self.block_size
+        if changes:
+            base = base.with_options(**changes)
+        if self.trace is None:
+            return base, None
+        trace = _load(self.trace)
+        scenario = trace_scenario(trace, base, full=self.full)
+        return scenario, trace_schedule(trace, scenario, self.seed, full=self.full)
+
+    def simulator(self) -> Simulator:
+        scenario, schedule = self.resolve()
+        return Simulator(scenario, self.seed, schedule=schedule)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> Trace:
+    return load_trace(path)
