@@ -2,6 +2,7 @@
 policy served over real loopback HTTP. Parity: the same per-episode components as in-process."""
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -130,10 +131,8 @@ def test_env_server_path_runs_episodes_and_survives_broken_tool_json():
         finally:
             await client.close()
             serving.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await serving
-            except asyncio.CancelledError:
-                pass
         return [t for episode in episodes for t in episode.traces]
 
     with PolicyServer("lru", faults={2: "badjson"}) as server:
