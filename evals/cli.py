@@ -20,7 +20,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -33,9 +33,11 @@ from kv_cache_env.traces import TraceError, load_trace
 
 from . import policies
 from .jobs import EpisodeJob, run_job
-from .model_eval import ModelSpec, api_key, run_model_jobs
 from .run_dir import RunDir
 from .summary import COLUMNS, Row, summarize
+
+if TYPE_CHECKING:
+    from .model_eval import ModelSpec
 
 app = typer.Typer(
     help="kvcache-arena: an LLM agent manages the KV-cache of a simulated inference server.",
@@ -138,6 +140,8 @@ def eval_command(
             raise _fail(str(error), 1) from None
     spec = None
     if model:
+        from .model_eval import ModelSpec, api_key  # imports openai: only when needed
+
         sampling = {} if temperature is None else {"temperature": temperature}
         spec = ModelSpec(
             name=model,
@@ -226,6 +230,8 @@ def eval_command(
 
 
 def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: RunDir) -> None:
+    from .model_eval import run_model_jobs
+
     rewards: list[float] = []
     errors = 0
     with _progress() as progress:
