@@ -108,8 +108,19 @@ def _kvarena(*args):
 
 
 def test_killed_run_resumes_to_the_same_complete_results(tmp_path):
-    with PolicyServer("lru", faults={2: "429", 9: "500"}) as server:
-        base = ("eval", "--model", "lru", "--base-url", server.base_url, "-s", "easy,hard")
+    faults = {2: "429", 5: "timeout", 9: "500", 12: "drop"}
+    with PolicyServer("lru", faults=faults, timeout_s=3.0) as server:
+        base = (
+            "eval",
+            "--model",
+            "lru",
+            "--base-url",
+            server.base_url,
+            "-s",
+            "easy,hard",
+            "--timeout",
+            "1",
+        )
         clean = _kvarena(*base, "-n", "3", "-o", str(tmp_path / "clean"))
         assert clean.wait(timeout=300) == 0, clean.stderr.read()
 
@@ -133,6 +144,15 @@ def test_killed_run_resumes_to_the_same_complete_results(tmp_path):
     assert len(lines) == 6 and len(set(keys)) == 6
     assert all(json.loads(line)["status"] == "ok" for line in lines)
     assert results.read_bytes() == (tmp_path / "clean" / "results.jsonl").read_bytes()
+    # the same episodes played in-process by the policy itself: identical components
+    policy_run = _kvarena(
+        "eval", "-p", "lru", "-s", "easy,hard", "-n", "3", "-o", str(tmp_path / "p")
+    )
+    assert policy_run.wait(timeout=300) == 0
+    in_process = (tmp_path / "p" / "results.jsonl").read_text().splitlines()
+    for served, local in zip(map(json.loads, lines), map(json.loads, in_process), strict=True):
+        assert served["components"] == local["components"]
+        assert served["reward"] == local["reward"]
     written = [p for p in run_dir.rglob("*") if p.is_file()]
     assert len(written) >= 8  # results, run.json, transcripts
     assert all(SENTINEL_KEY not in p.read_text() for p in written)
