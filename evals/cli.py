@@ -401,6 +401,56 @@ def serve_policy_command(
         server.stop()
 
 
+@app.command("report")
+def report_command(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories or results.jsonl files.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Report directory.")] = Path("report"),
+    dataset: Annotated[
+        Path | None, typer.Option(help="Also save the results as a datasets.Dataset here.")
+    ] = None,
+) -> None:
+    """Build leaderboard.md and a self-contained index.html from one or more runs."""
+    from .report import ReportError, build_report, load_results, to_dataset
+
+    try:
+        results = load_results(runs)
+    except ReportError as error:
+        raise _fail(str(error), 1) from None
+    with console.status("rendering figures"):
+        rows = build_report(results, out, [str(r) for r in runs])
+    if dataset is not None:
+        to_dataset(results).save_to_disk(str(dataset))
+        console.print(f"saved the dataset to {dataset}")
+    failed = sum(r.failed for r in rows)
+    console.print(
+        f"{len(results)} episodes ({failed} failed) in {len(rows)} rows: "
+        f"{out / 'leaderboard.md'}, {out / 'index.html'}"
+    )
+
+
+@app.command("validate")
+def validate_command(
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=2)] = 100,
+    workers: Annotated[int, typer.Option("--workers", "-j", min=1)] = os.cpu_count() or 1,
+) -> None:
+    """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
+    from .validate import run_validation, validation_jobs
+
+    with _progress() as progress:
+        task = progress.add_task("validate", total=len(validation_jobs(episodes)))
+        checks = run_validation(episodes, workers, lambda: progress.advance(task))
+    table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
+    for check in checks:
+        verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"
+        table.add_row(check.name, verdict, check.detail)
+    Console(width=max(out_console.width, 160)).print(table)
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        console.print(f"[red]{len(failed)} check(s) failed[/red]")
+        raise typer.Exit(1)
+    console.print(f"all {len(checks)} checks passed")
+
+
 @app.command("bench")
 def bench_command(
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 1000,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from .base import OrderedEvictionPolicy, Policy, SimulatorPolicy, blocks_to_free, decide
 from .heuristics import HEURISTICS, SINGLE_ACTION
-from .lookahead import LookaheadPolicy
+from .lookahead import BASE_HEURISTICS, LookaheadPolicy
 
 _REGISTRY: dict[str, Callable[[], Policy]] = {}
 
@@ -34,11 +34,15 @@ def available() -> list[str]:
 
 for _cls in (*HEURISTICS, LookaheadPolicy, *SINGLE_ACTION):
     register(_cls.name, _cls)
+for _make in BASE_HEURISTICS:  # lookahead's own variants (e.g. priority@0.8), for checks
+    if _make().name not in _REGISTRY:
+        register(_make().name, _make)
 
 BUILTIN: tuple[str, ...] = tuple(c.name for c in (*HEURISTICS, LookaheadPolicy))
 """The policies `kvarena eval` runs by default (the single-action strategies are for checks)."""
 
 __all__ = [
+    "BASE_HEURISTICS",
     "BUILTIN",
     "OrderedEvictionPolicy",
     "Policy",

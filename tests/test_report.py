@@ -1,0 +1,183 @@
+"""Reports: leaderboard.md, the self-contained index.html checked in headless Chromium, the
+results as a datasets.Dataset; and `kvarena validate`."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evals.jobs import EpisodeJob, run_job
+from evals.report import ReportError, build_report, leaderboard, load_results, to_dataset
+from evals.results import dumps, episode_result
+from kv_cache_env.episodes import EpisodeSpec
+
+TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "azure_llm_2023_conv.csv"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two run directories: policies on the tiers (one failed rollout included) and a trace."""
+    root = tmp_path_factory.mktemp("runs")
+    tiers = [
+        run_job(EpisodeJob(agent, EpisodeSpec(scenario, seed)))
+        for scenario in ("easy", "medium", "hard")
+        for agent in ("noop", "lru", "compress-first", "lookahead")
+        for seed in range(3)
+    ]
+    tiers.append(
+        episode_result(agent="some-model", scenario="hard", seed=0, record=None, error="HTTP 500")
+    )
+    tiers.append(
+        run_job(EpisodeJob("lru", EpisodeSpec("hard", 1))) | {"agent": "some-model"}
+    )
+    trace = (
+        [
+            run_job(EpisodeJob(agent, EpisodeSpec("medium", seed, trace=str(TRACE))))
+            for agent in ("noop", "lru")
+            for seed in range(2)
+        ]
+        if TRACE.is_file()
+        else []
+    )
+    for name, results in (("tiers", tiers), ("trace", trace)):
+        (root / name).mkdir()
+        (root / name / "results.jsonl").write_text("".join(dumps(r) + "\n" for r in results))
+    return [root / "tiers", root / "trace"]
+
+
+def test_leaderboard_rows_counts_and_gap(runs, tmp_path):
+    results = load_results(runs)
+    rows = build_report(results, tmp_path, [str(r) for r in runs])
+    by = {(r.scenario, r.agent): r for r in rows}
+    assert by["hard", "some-model"].episodes == 2 and by["hard", "some-model"].failed == 1
+    assert by["hard", "lookahead"].gap == 0.0
+    gap = by["hard", "lookahead"].reward[0] - by["hard", "noop"].reward[0]
+    assert by["hard", "noop"].gap == pytest.approx(gap)
+    markdown = (tmp_path / "leaderboard.md").read_text()
+    table = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + len(rows)  # header + one row per agent x scenario
+    assert "| hard | some-model | 2 | 1 |" in markdown
+    assert "Student-t 95% CI" in markdown
+    if TRACE.is_file():
+        assert ("trace:azure_llm_2023_conv.csv", "lru") in by
+
+
+def test_malformed_results_name_file_and_line(tmp_path):
+    bad = tmp_path / "results.jsonl"
+    bad.write_text('{"schema_version": 1}\n')
+    with pytest.raises(ReportError, match=r"results.jsonl:1: missing field"):
+        load_results([tmp_path])
+    with pytest.raises(ReportError, match=r"no results\.jsonl"):
+        load_results([tmp_path / "nowhere"])
+
+
+def test_results_round_trip_as_a_dataset(runs, tmp_path):
+    import datasets
+
+    results = load_results(runs)
+    to_dataset(results).save_to_disk(str(tmp_path / "ds"))
+    loaded = datasets.load_from_disk(str(tmp_path / "ds"))
+    assert loaded.num_rows == len(results)
+    failed = [row for row in loaded if row["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["reward"] is None and failed[0]["error"] == "HTTP 500"
+    ok = next(row for row in loaded if row["status"] == "ok")
+    assert set(ok["components"]) >= {"failure_penalty", "throughput_reward"}
+    assert json.loads(ok["record"])["turns"] == 15
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium"],
+            check=False,
+            env=env,
+            capture_output=True,
+        )
+        found = shutil.which("chromium")
+    if not found:
+        message = "Debian's chromium package could not be installed"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found
+
+
+def test_report_page_renders_in_headless_chromium(runs, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    results = load_results(runs)
+    build_report(results, tmp_path, [str(r) for r in runs])
+    expected_rows = len(leaderboard(results))
+    page_file = tmp_path / "index.html"
+    assert "http" not in page_file.read_text().split("<body>")[0]  # nothing to fetch
+    problems: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.on("requestfailed", lambda r: problems.append(f"request {r.url}"))
+        page.goto(page_file.as_uri())
+        rows = page.locator("#leaderboard tbody tr")
+        assert rows.count() == expected_rows
+        assert page.locator("figure svg").count() == 4
+        page.click("#leaderboard thead th:nth-child(5)")  # sort by reward, ascending
+        first = float(rows.nth(0).locator("td").nth(4).get_attribute("data-sort"))
+        last = float(rows.nth(rows.count() - 1).locator("td").nth(4).get_attribute("data-sort"))
+        assert first <= last
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        browser.close()
+    assert problems == []
+    shot = (tmp_path / "report.png").read_bytes()
+    assert shot.startswith(b"\x89PNG") and len(shot) > 10_000
+
+
+def test_kvarena_report_cli(runs, tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evals.cli",
+            "report",
+            *map(str, runs),
+            "-o",
+            str(tmp_path / "r"),
+            "--dataset",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "r" / "index.html").is_file() and (tmp_path / "d").is_dir()
+    assert "1 failed" in done.stderr
+
+
+def test_kvarena_validate_passes():
+    done = subprocess.run(
+        [sys.executable, "-m", "evals.cli", "validate", "--episodes", "12", "-j", "2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "FAIL" not in done.stdout and "all 17 checks passed" in done.stderr
