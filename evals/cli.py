@@ -87,6 +87,9 @@ def eval_command(
     timeout: Annotated[float, typer.Option(min=1, help="Seconds per model call.")] = 120.0,
     max_retries: Annotated[int, typer.Option(min=0, help="Retries per model call.")] = 4,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Cap on each reply's tokens.")
+    ] = None,
     hints: Annotated[bool, typer.Option(help="Show pre-scored eviction candidates.")] = True,
     scenario: Annotated[
         list[str] | None,
@@ -143,10 +146,18 @@ def eval_command(
     spec = None
     local_server = None
     if model:
-        from .local_model import DEFAULT_HISTORY_TURNS, LocalModelError, LocalModelServer, is_local
+        from .local_model import (
+            DEFAULT_HISTORY_TURNS,
+            DEFAULT_MAX_TOKENS,
+            LocalModelError,
+            LocalModelServer,
+            is_local,
+        )
         from .model_eval import ModelSpec, api_key  # imports openai: only when needed
 
-        sampling = {} if temperature is None else {"temperature": temperature}
+        sampling: dict[str, Any] = {}
+        if temperature is not None:
+            sampling["temperature"] = temperature
         name, label = model, None
         if is_local(model):
             if base_url:
@@ -157,6 +168,9 @@ def eval_command(
                 raise _fail(str(error)) from None
             name, label, base_url = local_server.alias, model, local_server.base_url
             history_turns = DEFAULT_HISTORY_TURNS if history_turns is None else history_turns
+            max_tokens = max_tokens or DEFAULT_MAX_TOKENS
+        if max_tokens is not None:
+            sampling["max_tokens"] = max_tokens
         spec = ModelSpec(
             name=name,
             base_url=base_url,

@@ -40,9 +40,7 @@ def runs(tmp_path_factory):
     tiers.append(
         episode_result(agent="some-model", scenario="hard", seed=0, record=None, error="HTTP 500")
     )
-    tiers.append(
-        run_job(EpisodeJob("lru", EpisodeSpec("hard", 1))) | {"agent": "some-model"}
-    )
+    tiers.append(run_job(EpisodeJob("lru", EpisodeSpec("hard", 1))) | {"agent": "some-model"})
     trace = (
         [
             run_job(EpisodeJob(agent, EpisodeSpec("medium", seed, trace=str(TRACE))))

@@ -1,0 +1,98 @@
+"""The `local:` model option: a real GGUF model behind llama-cpp-python, no API key.
+
+The end-to-end test plays one whole `easy` episode with SmolLM2-135M and asserts what must
+hold whatever the model says. It needs the `local` extra (the README's test command installs
+it); in CI its absence is a failure, elsewhere a skip.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from evals.local_model import LocalModelError, check_installed, is_local, model_path
+from evals.results import validate
+
+HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+
+
+def test_local_model_names_resolve_or_explain(tmp_path):
+    assert is_local("local:smollm2") and not is_local("gpt-4.1")
+    with pytest.raises(LocalModelError, match=r"unknown local model 'local:llama'"):
+        model_path("local:llama")
+    with pytest.raises(LocalModelError, match="no such file"):
+        model_path(f"local:{tmp_path / 'missing.gguf'}")
+    weights = tmp_path / "tiny.gguf"
+    weights.write_bytes(b"GGUF")
+    assert model_path(f"local:{weights}") == weights
+
+
+def test_missing_extra_says_how_to_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llama_cpp" else real(name, *a),
+    )
+    with pytest.raises(LocalModelError, match=r"--extra local.*\.\[local\]"):
+        check_installed()
+
+
+@pytest.fixture
+def llama():
+    if not HAVE_LLAMA:
+        message = "llama-cpp-python is not installed (uv sync --extra local)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def test_one_full_easy_episode_with_the_real_local_model(llama, tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evals.cli",
+            "eval",
+            "--model",
+            "local:smollm2",
+            "-s",
+            "easy",
+            "-n",
+            "1",
+            "-o",
+            str(out),
+            "--timeout",
+            "120",
+            "--temperature",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = (out / "results.jsonl").read_text().splitlines()
+    result = json.loads(line)
+    assert result["agent"] == "local:smollm2" and result["status"] == "ok", result["error"]
+    assert validate(result) == []  # components present, reward = their weighted sum
+    assert result["record"]["turns"] == 15  # the episode completed all its steps
+    (transcript_file,) = (out / "transcripts").iterdir()
+    transcript = json.loads(transcript_file.read_text())
+    tool_messages = [m for m in transcript["messages"] if m["role"] == "tool"]
+    calls = [
+        c
+        for m in transcript["messages"]
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls", [])
+    ]
+    assert len(tool_messages) == len(calls)  # every call was answered
+    errors = [m for m in tool_messages if m["content"].startswith("error: ")]
+    assert len(errors) == result["metrics"]["invalid_calls"]  # every bad call counted
+    assert result["usage"]["input_tokens"] > 0
+    leftover = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True)
+    assert leftover.returncode == 1, "the local model server was not stopped"
