@@ -22,6 +22,7 @@ from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
 from .results import validate
 from .stats import mean_ci
+from .summary import group_results
 
 REFERENCE = "lookahead"
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -84,11 +85,8 @@ def scenario_order(name: str) -> tuple[int, str]:
 
 
 def leaderboard(results: Sequence[dict[str, Any]]) -> list[Row]:
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for result in results:
-        groups.setdefault((result["scenario"], result["agent"]), []).append(result)
     rows = []
-    for (scenario, agent), group in groups.items():
+    for (scenario, agent), group in group_results(results).items():
         ok = [r for r in group if r["status"] == "ok"]
         reward = mean_ci([r["reward"] for r in ok]) if ok else (float("nan"), float("nan"))
         components = {c: _mean(r["components"][c] for r in ok) for c in COMPONENTS}

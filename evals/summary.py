@@ -35,12 +35,19 @@ def value(result: Mapping[str, Any], where: str, key: str) -> float:
     return float(result[key] if not where else result[where][key])
 
 
-def summarize(results: Iterable[Mapping[str, Any]]) -> list[Row]:
+def group_results(
+    results: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    """Results by (scenario, agent), in first-seen order."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for result in results:
         groups.setdefault((result["scenario"], result["agent"]), []).append(result)
+    return groups
+
+
+def summarize(results: Iterable[Mapping[str, Any]]) -> list[Row]:
     rows = []
-    for (scenario, agent), group in groups.items():
+    for (scenario, agent), group in group_results(results).items():
         ok = [r for r in group if r["status"] == "ok"]
         values = {
             header: mean_ci([value(r, where, key) for r in ok]) for header, where, key in COLUMNS
