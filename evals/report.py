@@ -13,7 +13,7 @@ import html
 import io
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,7 @@ def leaderboard(results: Sequence[dict[str, Any]]) -> list[Row]:
         r.scenario: r.reward[0] for r in rows if r.agent == REFERENCE and r.failed < r.episodes
     }
     rows = [
-        Row(**{**r.__dict__, "gap": reference[r.scenario] - r.reward[0]})
+        replace(r, gap=reference[r.scenario] - r.reward[0])
         if r.scenario in reference and r.episodes > r.failed
         else r
         for r in rows

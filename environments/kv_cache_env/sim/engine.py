@@ -129,10 +129,14 @@ class Engine:
     def freeable_blocks(self, seq: Sequence) -> int:
         """GPU blocks that become available if `seq` is evicted now: its private blocks plus the
         prefix blocks it alone references (shared ones stay pinned by the others)."""
+        return seq.gpu_blocks + self._sole_prefix_blocks(seq)
+
+    def _sole_prefix_blocks(self, seq: Sequence) -> int:
+        """Prefix blocks `seq` holds that no other sequence references."""
         if not seq.prefix_held:
-            return seq.gpu_blocks
+            return 0
         held = seq.request.prefix_hashes[: seq.prefix_held]
-        return seq.gpu_blocks + list(map(self.pool.ref_counts.__getitem__, held)).count(1)
+        return list(map(self.pool.ref_counts.__getitem__, held)).count(1)
 
     def admission_need(self, seq: Sequence) -> int:
         """Fresh blocks admitting `seq` now takes, net of prefix hits."""
@@ -412,11 +416,8 @@ class Engine:
     # --- prefix references and events --------------------------------------------------------
     def _release_prefix(self, seq: Sequence) -> int:
         """Drop `seq`'s prefix references; returns how many blocks fell to count 0."""
-        if not seq.prefix_held:
-            return 0
-        held = seq.request.prefix_hashes[: seq.prefix_held]
-        released = list(map(self.pool.ref_counts.__getitem__, held)).count(1)
-        self.pool.release_prefix(held)
+        released = self._sole_prefix_blocks(seq)
+        self.pool.release_prefix(seq.request.prefix_hashes[: seq.prefix_held])
         seq.prefix_held = 0
         return released
 

@@ -26,6 +26,7 @@ from .events import Subscriber
 from .observation import Observation, build_observation
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
 from .scenario import Scenario
+from .sequence import Sequence
 from .types import Status
 from .workload import Schedule, synthesize
 
@@ -196,18 +197,17 @@ class Simulator:
         freed = engine.swap_out(seq)
         return ActionResult(True, f"swap {sid}: {freed} blocks moved to CPU", freed)
 
-    def _not_actionable(self, kind: str, seq_id: str | None, seq: object) -> str:
+    def _not_actionable(self, kind: str, seq_id: str | None, seq: Sequence | None) -> str:
         valid_status = (Status.RUNNING, Status.SWAPPED) if kind == "evict" else (Status.RUNNING,)
         valid = self._ids(*valid_status)
         if seq is None:
             what = f"unknown seq_id {seq_id!r}"
         else:
-            status = seq.status  # type: ignore[attr-defined]
             what = {
                 Status.WAITING: f"{seq_id} is waiting in the queue and holds no blocks",
                 Status.FINISHED: f"{seq_id} already finished",
                 Status.FAILED: f"{seq_id} already failed",
-            }[status]
+            }[seq.status]
         return f"{kind}: {what}; valid ids: {valid}"
 
     def _ids(self, *statuses: Status) -> str:
