@@ -1,0 +1,89 @@
+"""The shared vocabulary of the conversation-context family (seeds 000 + 001): messages of one
+long chat, the planted questions that test what the cache still holds, and the events the
+block cache emits. Plain frozen data; every module of `kv_cache_env.context` speaks it.
+
+Coordinates are absolute (seed 001): token 0 is the first token of the system message, every
+later message's tokens follow without gaps, and block `k` covers tokens `[k*B, k*B + B - 1]`
+for the block size `B` (16 by default). Nothing is ever renumbered: an evicted block keeps its
+index, and a recalled turn is appended as new tokens after the current end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+BLOCK_SIZE = 16
+"""Tokens per block (seed 001's `BLOCK_SIZE`); configurable per episode."""
+
+SYSTEM_PRIORITY = 100
+"""TensorRT-LLM retention priority of the system message's blocks (seed 000)."""
+DEFAULT_PRIORITY = 35
+"""Retention priority of every other block (seed 000's `decodeRetentionPriority`)."""
+
+Role = Literal["system", "user", "assistant", "tool"]
+Kind = Literal[
+    "system",  # the system prompt (always message 0)
+    "chat",  # ordinary user or assistant text
+    "fact",  # a user message that plants a fact a later question asks about
+    "question",  # a user message asking about a planted fact (the reader answers it)
+    "tool_output",  # a tool result (may carry a planted fact)
+    "reasoning",  # an assistant reasoning span
+    "chitchat",  # filler small talk
+    "recalled",  # an archived turn brought back by `recall` (never archived again)
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    index: int
+    """Position in the conversation (0 = system). Recalled turns get fresh indices."""
+    role: Role
+    kind: Kind
+    text: str
+    n_tokens: int
+    """Tokens under the project tokenizer (`context.tokenizer`); at least 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    message_index: int
+    """The `question` message that asks it."""
+    fact_index: int
+    """The message that planted the answer (the oracle keeps its blocks)."""
+    text: str
+    answer: str
+    """The answer key: ROUGE-L reference."""
+    level: str
+    """Difficulty of this question (e.g. direct / distractor / updated)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    seed: int
+    level: str
+    """Difficulty level of the whole episode: easy | medium | hard."""
+    messages: tuple[Message, ...]
+    questions: tuple[Question, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BlocksRemoved:
+    """A KV 'blocks removed' event (TensorRT-LLM's `KVCacheRemovedData`): which blocks left
+    the cache, in one eviction. `cause` says who evicted: the agent's tool, or the engine's
+    own prioritized-LRU fallback when active blocks exceed `MAX_BLOCKS` (an OOM event)."""
+
+    step: int
+    blocks: tuple[int, ...]
+    """Absolute block indices, ascending."""
+    cause: Literal["agent", "engine"]
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedTurn:
+    """One complete user→assistant turn in the archive (seed 000's RAG store)."""
+
+    user_index: int
+    assistant_index: int
+    user_text: str
+    assistant_text: str
