@@ -350,3 +350,19 @@ def test_reader_refuses_remote_names_and_explains_missing_dependencies(tmp_path,
     monkeypatch.setattr(builtins, "__import__", no_torch)
     with pytest.raises(ImportError, match=r"pip install torch==2\.13\.0 'transformers>=4\.57,<6'"):
         hf_reader.masked_logits(None, [5], [True], [6])
+
+
+def test_reader_uses_the_chat_template_without_a_second_bos(reader_dir):
+    from kv_cache_env.context.hf_reader import HfReader
+
+    reader = HfReader(reader_dir, max_new_tokens=2)
+    assert reader.question_text("what is the code") == "Question: what is the code\nAnswer:"
+    reader.tokenizer.chat_template = (
+        "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }} {% endfor %}"
+        "{% if add_generation_prompt %}[assistant]{% endif %}"
+    )
+    text = reader.question_text("what is the code")
+    assert text == "[user] what is the code [assistant]"
+    ids, mask, _ = reader.build_inputs([("the code is seven", False)], "what is the code")
+    assert reader.tokenizer.bos_token_id not in ids
+    assert mask == [0] * 4 + [1] * (len(ids) - 4)
