@@ -52,6 +52,10 @@ Interpretations of the seed, stated once here:
 - `invalidated` lists cached tiers only (active is never cached). On the first request every
   cached tier that has content is a miss (nothing was sent before).
 
+A consequence of the guard, implemented as written: L0 is invalidated only on the first request
+(nothing cached yet; L1 items are then at 9 + 1 < 12) or when an L0 item changes or leaves, and
+the fixed L0 content never changes, so a fresh tracker never promotes anything into L0.
+
 The one adaptation (project requirement): history is whole conversation turns and must be laid
 out in time order across tiers (L0 history before L1 history ... before active history), since
 providers reject a tool call split from its result. So history leaves a tier oldest-first only:
@@ -93,6 +97,8 @@ TIER_ABOVE: Mapping[Tier, Tier | None] = {
     "L3": "L2",
     "active": "L3",
 }
+GRADUATION_N = 3
+"""Files and symbols with N >= 3 leave active for L3 (history is eligible at once)."""
 RANK: Mapping[Tier, int] = {tier: index for index, tier in enumerate(TIERS)}
 """0 for L0 ... 4 for active: lower is higher (more stable, earlier in the request)."""
 
@@ -311,37 +317,21 @@ class StabilityTracker:
         marked = self._start_marks()
         self._request_clock = self._clock
 
-        first_changed = self._first_changed_history(history, modified_keys)
-        for key, item in present.items():
-            entry = self._entries.get(key)
-            if entry and (entry.content_hash != content_hash(item.content) or key in modified_keys):
-                self._demote(key, item, marked)
-        for item in history[first_changed + 1 :]:
-            entry = self._entries.get(item.key)
-            if entry and entry.tier != "active":
-                self._demote(item.key, item, marked)
-        for key in [key for key in self._entries if key not in present]:
+        self._demote_changed(present, history, modified_keys, marked)  # step 1
+        for key in [key for key in self._entries if key not in present]:  # step 2
             self._remove(key, marked)
-        for key, item in present.items():
-            entry = self._entries.get(key)
-            if entry is None:
-                self._entries[key] = self._new_entry(item, "active")
-                self._order["active"].append(key)
-            else:
-                entry.tokens = item.tokens
-        for time, item in enumerate(history):
-            self._entries[item.key].time = time
+        self._track(present, history)  # steps 3-4
 
         active_now = self._active_file_symbols()
-        graduating = [
+        graduating = [  # step 5
             key
             for key in self._order["active"]
-            if self._entries[key].kind != "history" and self._entries[key].n >= ENTRY_N["L3"]
+            if self._entries[key].kind != "history" and self._entries[key].n >= GRADUATION_N
         ]
-        ripple = active_now != self._last_active or bool(graduating)
-        graduating += self._history_to_graduate(ripple)
-        self._cascade(graduating, marked)
-        self._last_active = self._active_file_symbols()
+        ripple = active_now != self._last_active or bool(graduating)  # step 6
+        graduating += self._history_to_graduate(ripple)  # step 7
+        self._cascade(graduating, marked)  # step 8
+        self._last_active = self._active_file_symbols()  # step 9
         self._requests += 1
         self._assert_history_in_time_order()
         return self.snapshot(frozenset(marked))
@@ -376,6 +366,38 @@ class StabilityTracker:
             if self._fixed_l0:
                 marked.add("L0")
         return marked
+
+    def _demote_changed(
+        self,
+        present: Mapping[str, Item],
+        history: Sequence[Item],
+        modified: set[str],
+        marked: set[Tier],
+    ) -> None:
+        """Step 1: tracked items whose hash changed or that were modified go back to active at
+        N = 0; so does every history item after the first new or changed one (time order)."""
+        first_changed = self._first_changed_history(history, modified)
+        for key, item in present.items():
+            entry = self._entries.get(key)
+            if entry and (entry.content_hash != content_hash(item.content) or key in modified):
+                self._demote(key, item, marked)
+        for item in history[first_changed + 1 :]:
+            entry = self._entries.get(item.key)
+            if entry and entry.tier != "active":
+                self._demote(item.key, item, marked)
+
+    def _track(self, present: Mapping[str, Item], history: Sequence[Item]) -> None:
+        """Steps 3-4: new items enter active at N = 0; history takes its time from its position
+        in this request's history; known items take the caller's current token count."""
+        for key, item in present.items():
+            entry = self._entries.get(key)
+            if entry is None:
+                self._entries[key] = self._new_entry(item, "active")
+                self._order["active"].append(key)
+            else:
+                entry.tokens = item.tokens
+        for time, item in enumerate(history):
+            self._entries[item.key].time = time
 
     def _check_history_order(self, history: Sequence[Item]) -> None:
         times = [self._entries[item.key].time for item in history if item.key in self._entries]
@@ -441,7 +463,7 @@ class StabilityTracker:
         for key in self._order["active"]:
             entry = self._entries[key]
             if not self._is_fresh(entry):
-                entry.n = min(entry.n + 1, ENTRY_N["L3"])
+                entry.n = min(entry.n + 1, GRADUATION_N)
         for tier in CACHED_TIERS:
             for key in incoming[tier]:
                 self._admit(key, tier)
