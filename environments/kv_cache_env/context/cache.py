@@ -55,7 +55,10 @@ class BlockCache:
     first, then least recently used (`last_access`), then oldest position (lowest index).
     Because every active block is read each turn (`touch_all`), LRU ties are common and the
     position tie-break makes the engine evict oldest-first within a priority; system blocks go
-    only when nothing else is left, and the tail block never.
+    only when nothing else is left, and the tail block never. With a non-decreasing step clock,
+    last access never decreases along the active blocks (appends write only the newest blocks,
+    `touch_all` reads all of them), so the order is in effect (priority, position); the LRU
+    term is kept so the key is TensorRT-LLM's.
     """
 
     def __init__(self, max_blocks: int, block_size: int = BLOCK_SIZE) -> None:

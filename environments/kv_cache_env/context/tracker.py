@@ -216,7 +216,7 @@ class ContextTracker:
             return
         if self.open_user_question is not None:
             self.orphan_overwrites += 1
-            log.warning(
+            log.info(
                 "open user question %d overwritten by %d (it was superseded; never answered)",
                 self.open_user_question.index,
                 u,
