@@ -1,10 +1,14 @@
-"""Hosted-model evals: the environment played by any OpenAI-compatible chat endpoint.
+"""Hosted-model evals: the environment played by any OpenAI-compatible chat endpoint, or by an
+Anthropic Messages endpoint.
 
 Each episode runs `kv_cache_env.agent.play_episode` with a chat function backed by the official
-`openai` client, which retries 408/409/429/5xx, connection errors and timeouts with exponential
-backoff (`max_retries`). An episode whose calls still fail is recorded as failed, with the
-error, never dropped. The API key is read from the environment variable named by the caller
-and is never written anywhere.
+`openai` (or `anthropic`) client, which retries 408/409/429/5xx, connection errors and timeouts
+with exponential backoff (`max_retries`). Where the endpoint supports explicit prompt caching
+(Anthropic; OpenAI-compatible endpoints that accept `cache_control`, such as OpenRouter), the
+request carries seed 002's stability-tier breakpoints unless `prompt_cache` is off.
+
+An episode whose calls still fail is recorded as failed, with the error, never dropped. The
+API key is read from the environment variable named by the caller and is never written anywhere.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+import anthropic
 import openai
 from openai import AsyncOpenAI
 
@@ -23,9 +28,14 @@ from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
 from kv_cache_env.sim import Simulator
 
 from .jobs import EpisodeJob
+from .prompt_cache.chat import anthropic_chat, openai_cached_chat
+from .prompt_cache.strategies import make_planner
 from .results import episode_result
 
 LOOPBACK_PREFIXES = ("http://127.0.0.1", "http://localhost", "http://[::1]")
+Api = Literal["openai", "anthropic"]
+CACHE_CONTROL_HOSTS = ("openrouter.ai",)
+"""OpenAI-compatible endpoints known to pass `cache_control` through to the provider."""
 
 
 @dataclass(frozen=True)
@@ -42,10 +52,22 @@ class ModelSpec:
     sampling: dict[str, Any] = field(default_factory=dict)
     label: str | None = None
     """The agent name results carry (default: `name`)."""
+    api: Api = "openai"
+    prompt_cache: bool | None = None
+    """Stability-tier breakpoints: None = where the endpoint supports explicit caching
+    (Anthropic, or an OpenAI-compatible host in CACHE_CONTROL_HOSTS); True/False forces."""
 
     @property
     def agent(self) -> str:
         return self.label or self.name
+
+    @property
+    def uses_tiers(self) -> bool:
+        if self.prompt_cache is not None:
+            return self.prompt_cache
+        if self.api == "anthropic":
+            return True
+        return any(host in (self.base_url or "") for host in CACHE_CONTROL_HOSTS)
 
 
 def api_key(spec: ModelSpec) -> str:
@@ -61,13 +83,31 @@ def api_key(spec: ModelSpec) -> str:
     )
 
 
-def make_client(spec: ModelSpec) -> AsyncOpenAI:
+def make_client(spec: ModelSpec) -> Any:
+    """An `AsyncOpenAI`, or an `AsyncAnthropic` for `api="anthropic"`."""
+    if spec.api == "anthropic":
+        return anthropic.AsyncAnthropic(
+            api_key=api_key(spec),
+            base_url=spec.base_url,
+            timeout=spec.timeout_s,
+            max_retries=spec.max_retries,
+        )
     return AsyncOpenAI(
         api_key=api_key(spec),
         base_url=spec.base_url,
         timeout=spec.timeout_s,
         max_retries=spec.max_retries,
     )
+
+
+def episode_chat(client: Any, spec: ModelSpec) -> ChatFn:
+    """A chat function for one episode (the tier planner is per episode)."""
+    if spec.api == "anthropic":
+        planner = make_planner("tiers" if spec.uses_tiers else "none")
+        return anthropic_chat(client, spec.name, planner, spec.sampling)
+    if spec.uses_tiers:
+        return openai_cached_chat(client, spec.name, make_planner("tiers"), spec.sampling)
+    return openai_chat(client, spec.name, spec.sampling)
 
 
 async def run_model_episode(
@@ -81,7 +121,7 @@ async def run_model_episode(
         transcript = await play_episode(
             sim, chat, history_turns=spec.history_turns, hints=spec.hints
         )
-    except (openai.OpenAIError, TimeoutError, EmptyReplyError) as error:
+    except (openai.OpenAIError, anthropic.AnthropicError, TimeoutError, EmptyReplyError) as error:
         message = f"{type(error).__name__}: {error}"
         return (
             episode_result(
@@ -106,6 +146,9 @@ async def run_model_episode(
         "model": spec.agent,
         "scenario": scenario.name,
         "seed": job.seed,
+        "api": spec.api,
+        "prompt_cache": "tiers" if spec.uses_tiers else "off",
+        "history_turns": spec.history_turns,
         "messages": transcript.messages,
         "usage": transcript.usage.as_dict(),
     }
@@ -120,12 +163,11 @@ async def run_model_jobs(
 ) -> None:
     """Run `jobs` with at most `concurrency` episodes in flight; `on_result` gets each one."""
     client = make_client(spec)
-    chat = openai_chat(client, spec.name, spec.sampling)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(job: EpisodeJob) -> None:
         async with gate:
-            result, transcript = await run_model_episode(job, spec, chat)
+            result, transcript = await run_model_episode(job, spec, episode_chat(client, spec))
         on_result(result, transcript)
 
     try:

@@ -15,7 +15,9 @@ arguments give byte-identical files (`dumps` sorts keys and fixes separators).
     components      {component: value} (the seven rubric components; null when failed)
     metrics         {name: value}      (METRIC_NAMES; null when failed)
     series          {"usage": [...], "queue": [...], "failures": [...]} per turn (null when failed)
-    usage           {"input_tokens", "cached_input_tokens", "output_tokens"} | null (policies)
+    usage           {"input_tokens" (all prompt tokens), "cached_input_tokens" (read from the
+                    provider's cache), "output_tokens", "cache_write_input_tokens"} | null
+                    (policies)
     record          the full episode record (re-scorable with other weights); null when failed
 """
 
@@ -30,7 +32,14 @@ from rubrics import COMPONENTS, METRIC_NAMES, episode_metrics, resolve_weights, 
 
 SCHEMA_VERSION = 1
 
-USAGE_FIELDS: tuple[str, ...] = ("input_tokens", "cached_input_tokens", "output_tokens")
+USAGE_FIELDS: tuple[str, ...] = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "cache_write_input_tokens",
+)
+OPTIONAL_USAGE_FIELDS = frozenset({"cache_write_input_tokens"})
+"""Added after version 1's first files: results written before it lack this field."""
 FIELDS: tuple[str, ...] = (
     "schema_version",
     "agent",
@@ -130,8 +139,10 @@ def validate(result: Mapping[str, Any]) -> list[str]:
     if set(result["series"]) != {"usage", "queue", "failures"}:
         problems.append("series must hold usage, queue and failures")
     usage = result["usage"]
-    if usage is not None and set(usage) != set(USAGE_FIELDS):
-        problems.append(f"usage must hold exactly {list(USAGE_FIELDS)}")
+    if usage is not None and not (
+        set(USAGE_FIELDS) - OPTIONAL_USAGE_FIELDS <= set(usage) <= set(USAGE_FIELDS)
+    ):
+        problems.append(f"usage must hold {list(USAGE_FIELDS)}")
     return problems
 
 

@@ -32,19 +32,25 @@ class ToolCall:
 @dataclass(slots=True)
 class TokenUsage:
     input_tokens: int = 0
+    """All prompt tokens, cached or not (OpenAI's `prompt_tokens`)."""
     cached_input_tokens: int = 0
+    """Prompt tokens read from the provider's cache."""
     output_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    """Prompt tokens written to the provider's cache (billed at the write price)."""
 
     def add(self, other: TokenUsage) -> None:
         self.input_tokens += other.input_tokens
         self.cached_input_tokens += other.cached_input_tokens
         self.output_tokens += other.output_tokens
+        self.cache_write_input_tokens += other.cache_write_input_tokens
 
     def as_dict(self) -> dict[str, int]:
         return {
             "input_tokens": self.input_tokens,
             "cached_input_tokens": self.cached_input_tokens,
             "output_tokens": self.output_tokens,
+            "cache_write_input_tokens": self.cache_write_input_tokens,
         }
 
 

@@ -1,0 +1,105 @@
+"""Chat functions for endpoints with explicit prompt caching: Anthropic's Messages API through the
+official `anthropic` SDK, and OpenAI-compatible endpoints that accept `cache_control` parts.
+
+Each chat function holds one breakpoint planner, so make one per episode (the tier tracker
+counts stability across that episode's requests). Token usage comes from the provider's own
+fields: Anthropic's `input_tokens` (after the last breakpoint), `cache_read_input_tokens` and
+`cache_creation_input_tokens`; OpenAI-compatible `prompt_tokens_details.cached_tokens` and,
+where the endpoint reports it, `cache_write_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kv_cache_env.agent import ChatFn, ModelReply, TokenUsage, ToolCall
+from kv_cache_env.openai_chat import EmptyReplyError
+
+from .render import anthropic_request, openai_cached_messages
+from .requests import split_request
+from .strategies import Planner, tools_tokens
+
+DEFAULT_MAX_TOKENS = 1024
+"""Anthropic requires `max_tokens`; used when the caller sets none."""
+
+
+def _plan(
+    planner: Planner, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> list[int]:
+    return planner.plan(split_request(messages), tools_tokens(tools))
+
+
+def anthropic_chat(
+    client: Any, model: str, planner: Planner, sampling: Mapping[str, Any] | None = None
+) -> ChatFn:
+    """`client` is an `anthropic.AsyncAnthropic`."""
+    extra = dict(sampling or {})
+    extra.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+
+    async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        request = anthropic_request(messages, tools, _plan(planner, messages, tools))
+        response = await client.messages.create(model=model, **request, **extra)
+        blocks = list(getattr(response, "content", None) or [])
+        if not blocks and getattr(response, "stop_reason", None) is None:
+            raise EmptyReplyError("the endpoint returned no content")
+        texts = [b.text for b in blocks if getattr(b, "type", None) == "text"]
+        calls = tuple(
+            ToolCall(b.id or "", b.name, json.dumps(b.input))
+            for b in blocks
+            if getattr(b, "type", None) == "tool_use"
+        )
+        return ModelReply("".join(texts) or None, calls, anthropic_usage(response.usage))
+
+    return chat
+
+
+def anthropic_usage(usage: Any) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    fresh = getattr(usage, "input_tokens", 0) or 0
+    read = getattr(usage, "cache_read_input_tokens", 0) or 0
+    written = getattr(usage, "cache_creation_input_tokens", 0) or 0
+    return TokenUsage(
+        input_tokens=fresh + read + written,
+        cached_input_tokens=read,
+        output_tokens=getattr(usage, "output_tokens", 0) or 0,
+        cache_write_input_tokens=written,
+    )
+
+
+def openai_cached_chat(
+    client: Any, model: str, planner: Planner, sampling: Mapping[str, Any] | None = None
+) -> ChatFn:
+    """`client` is an `openai.AsyncOpenAI` for an endpoint that honours `cache_control`."""
+    extra = dict(sampling or {})
+
+    async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        marked = openai_cached_messages(messages, _plan(planner, messages, tools))
+        response = await client.chat.completions.create(
+            model=model, messages=marked, tools=tools, **extra
+        )
+        if not response.choices:
+            raise EmptyReplyError("the endpoint returned no choices")
+        message = response.choices[0].message
+        calls = tuple(
+            ToolCall(call.id or "", call.function.name, call.function.arguments or "")
+            for call in message.tool_calls or []
+            if getattr(call, "function", None) is not None
+        )
+        return ModelReply(message.content, calls, openai_usage(response.usage))
+
+    return chat
+
+
+def openai_usage(usage: Any) -> TokenUsage:
+    if usage is None:
+        return TokenUsage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    return TokenUsage(
+        input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        cached_input_tokens=getattr(details, "cached_tokens", 0) or 0,
+        output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        cache_write_input_tokens=getattr(details, "cache_write_tokens", 0) or 0,
+    )
