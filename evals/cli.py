@@ -77,8 +77,27 @@ def eval_command(
         str | None, typer.Option(help="Endpoint base URL (default: the OpenAI API).")
     ] = None,
     api_key_var: Annotated[
-        str, typer.Option(help="Environment variable holding the API key.")
-    ] = "OPENAI_API_KEY",
+        str | None,
+        typer.Option(
+            help="Environment variable holding the API key (default: OPENAI_API_KEY, or "
+            "ANTHROPIC_API_KEY with --api anthropic)."
+        ),
+    ] = None,
+    api: Annotated[
+        str,
+        typer.Option(
+            help="The endpoint's API: 'openai' (chat completions) or 'anthropic' (Messages)."
+        ),
+    ] = "openai",
+    prompt_cache: Annotated[
+        bool | None,
+        typer.Option(
+            "--prompt-cache/--no-prompt-cache",
+            help="Stability-tier cache_control breakpoints (seed 002). Default: on for "
+            "--api anthropic and for OpenAI-compatible hosts that accept cache_control "
+            "(OpenRouter); off elsewhere.",
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 4,
     history_turns: Annotated[
         int | None,
@@ -123,6 +142,10 @@ def eval_command(
         raise _fail("give --policy or --model, not both")
     if resume and out is None:
         raise _fail("--resume needs --out (the run directory to finish)")
+    if api not in ("openai", "anthropic"):
+        raise _fail(f"--api must be 'openai' or 'anthropic', not {api!r}")
+    if api_key_var is None:
+        api_key_var = "ANTHROPIC_API_KEY" if api == "anthropic" else "OPENAI_API_KEY"
     names = [model] if model else (_split(policy) or list(policies.BUILTIN))
     if not model:
         for name in names:
@@ -160,6 +183,8 @@ def eval_command(
             sampling["temperature"] = temperature
         name, label = model, None
         if is_local(model):
+            if api != "openai":
+                raise _fail("a local: model speaks the OpenAI API; drop --api")
             if base_url:
                 raise _fail("a local: model is served here; drop --base-url")
             try:
@@ -181,6 +206,8 @@ def eval_command(
             hints=hints,
             sampling=sampling,
             label=label,
+            api=api,  # type: ignore[arg-type]
+            prompt_cache=prompt_cache,
         )
         try:
             api_key(spec)
@@ -234,6 +261,8 @@ def eval_command(
         "model": model,
         "base_url": base_url,
         "api_key_var": api_key_var if model else None,
+        "api": api if model else None,
+        "prompt_cache": ("tiers" if spec.uses_tiers else "off") if spec else None,
         "concurrency": concurrency if model else None,
         "history_turns": history_turns,
         "scenarios": tiers,
@@ -386,6 +415,139 @@ def _versions() -> dict[str, str]:
     return versions
 
 
+@app.command("cache-replay")
+def cache_replay(
+    transcripts: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Transcript files or directories (a run directory of 'kvarena eval --model')."
+        ),
+    ],
+    price_in: Annotated[
+        float, typer.Option(min=0, help="Price of uncached input, $ per million tokens.")
+    ],
+    price_cached: Annotated[
+        float, typer.Option(min=0, help="Price of input read from the cache, $ per M tokens.")
+    ],
+    price_write: Annotated[
+        float, typer.Option(min=0, help="Price of input written to the cache, $ per M tokens.")
+    ],
+    cache_min_tokens: Annotated[
+        int, typer.Option(min=0, help="Provider minimum for a cacheable prefix (cacheMinTokens).")
+    ] = 1024,
+    cache_buffer_multiplier: Annotated[
+        float, typer.Option(min=1, help="Safety margin on the minimum (cacheBufferMultiplier).")
+    ] = 1.5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Replay eval transcripts through (a) no breakpoints, (b) one after the system prompt,
+    (c) a rolling breakpoint on the last message and (d) the stability tiers; compare costs."""
+    from .prompt_cache.command import run_cache_replay
+
+    run_cache_replay(
+        transcripts,
+        price_in=price_in,
+        price_cached=price_cached,
+        price_write=price_write,
+        cache_min_tokens=cache_min_tokens,
+        cache_buffer_multiplier=cache_buffer_multiplier,
+        as_json=as_json,
+    )
+
+
+@app.command("context-eval")
+def context_eval(
+    policy: Annotated[
+        list[str] | None,
+        typer.Option("--policy", "-p", help="Context baselines, comma-separated (default: all)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", "-m", help="An LLM agent instead (OpenAI-compatible, or local:NAME)."
+        ),
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="The agent model's endpoint.")] = None,
+    api_key_var: Annotated[
+        str, typer.Option(help="Environment variable holding the API key.")
+    ] = "OPENAI_API_KEY",
+    level: Annotated[
+        list[str] | None,
+        typer.Option("--level", "-l", help="Levels, comma-separated (default: easy,medium,hard)."),
+    ] = None,
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 5,
+    seed: Annotated[int, typer.Option(help="Episode i uses seed + i.")] = 0,
+    reader: Annotated[
+        str | None,
+        typer.Option(
+            help="Who answers the questions: extractive (default without --model), hf:PATH "
+            "(a local Hugging Face model through the block mask), local:NAME, or a model "
+            "name on --reader-base-url. Default with --model: that model."
+        ),
+    ] = None,
+    reader_base_url: Annotated[
+        str | None, typer.Option(help="Endpoint of a chat-model reader.")
+    ] = None,
+    max_blocks: Annotated[
+        int | None, typer.Option(min=1, help="Cache budget in blocks (default: the level's).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(help="Context rubric weight overrides as JSON, e.g. '{\"oom_penalty\": 1}'."),
+    ] = None,
+) -> None:
+    """The conversation-context family: which blocks of one long chat stay cached (seeds 000 +
+    001). Writes results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
+    from .context_command import (
+        ContextEvalArgs,
+        ContextEvalError,
+        print_context_tables,
+        run_context_eval,
+    )
+    from .context_policies import CONTEXT_POLICIES
+
+    try:
+        parsed = json.loads(weights) if weights else {}
+        if not isinstance(parsed, dict):
+            raise ValueError("expected a JSON object of component -> weight")
+        from rubrics.context import CONTEXT_COMPONENTS
+
+        for name in parsed:
+            if name not in CONTEXT_COMPONENTS:
+                raise ValueError(
+                    f"unknown component {name!r}; known: {', '.join(CONTEXT_COMPONENTS)}"
+                )
+    except ValueError as error:
+        raise _fail(f"--weights: {error}") from None
+    if model and policy:
+        raise _fail("give --policy or --model, not both")
+    args = ContextEvalArgs(
+        policies=_split(policy) or list(CONTEXT_POLICIES),
+        model=model,
+        base_url=base_url,
+        api_key_var=api_key_var,
+        levels=_split(level) or ["easy", "medium", "hard"],
+        episodes=episodes,
+        seed=seed,
+        reader=reader,
+        reader_base_url=reader_base_url,
+        max_blocks=max_blocks,
+        out=out or Path("runs") / datetime.now(UTC).strftime("context-%Y%m%d-%H%M%S"),
+        weights={str(k): float(v) for k, v in parsed.items()},
+    )
+    started = time.perf_counter()
+    try:
+        results = run_context_eval(args)
+    except ContextEvalError as error:
+        raise _fail(str(error)) from None
+    print_context_tables(results)
+    console.print(
+        f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'} in "
+        f"{time.perf_counter() - started:.1f}s"
+    )
+
+
 @app.command("policies")
 def policies_command() -> None:
     """List the registered policies."""
@@ -437,7 +599,10 @@ def serve_policy_command(
         )
     except (ValueError, OSError) as error:
         raise _fail(str(error)) from None
-    console.print(f"serving policy [bold]{name}[/bold] at {server.base_url} (Ctrl-C stops)")
+    console.print(
+        f"serving policy [bold]{name}[/bold] at {server.base_url} (OpenAI chat) and "
+        f"{server.anthropic_base_url} (Anthropic Messages) (Ctrl-C stops)"
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -4,6 +4,19 @@
 from its text (`kv_cache_env.sim.parse`), asks the policy, and answers with its actions as tool
 calls (no tool call = noop). `GET /v1/models` lists the policy. Loopback only.
 
+Requests of the conversation-context family (recognised by their system prompt) are answered by
+`evals.context_text_agent` instead: its tool calls for an observation, or the extractive
+reader's answer for a reader request. So the keyless server stands in for a model on both
+families.
+
+`POST /v1/messages` does the same in the shape of Anthropic's Messages API, for the prompt-cache
+path (`--api anthropic`, base URL without `/v1`). It checks the request the way the provider
+does (at most 4 `cache_control` breakpoints, each `ephemeral`; tool results answering the
+previous assistant's tool uses), answers with `cache_read_input_tokens` /
+`cache_creation_input_tokens` from a model of the provider's cache
+(`evals.prompt_cache.provider`) shared by all requests, and logs every request's breakpoints in
+`anthropic_log` for tests.
+
 For tests of the hosted-model path the server can inject faults on chosen requests (counted from
 1 over all chat requests): `429`, `500`, `timeout` (answer after `timeout_s`), `badjson`
 (tool-call arguments that are not JSON), `drop` (close the connection without answering).
@@ -20,10 +33,16 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kv_cache_env.context.agent import READER_SYSTEM, context_system_prompt
 from kv_cache_env.sim import Action, approx_tokens, parse
 
+from .context_text_agent import context_text_answer, context_text_calls
 from .policies import Policy, SimulatorPolicy, create
+from .prompt_cache.provider import BreakpointError, ProviderCache, Unit, content_key
+from .prompt_cache.tokens import estimate_tokens
 
+CONTEXT_SYSTEM_START = context_system_prompt(0)[:60]
+"""How a request of the conversation-context family is recognised (its system prompt)."""
 FAULT_KINDS = ("429", "500", "timeout", "badjson", "drop")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -87,6 +106,9 @@ class PolicyServer:
         self.faults = dict(faults or {})
         self.timeout_s = timeout_s
         self.requests = 0
+        self.provider_cache = ProviderCache()
+        self.anthropic_log: list[dict[str, Any]] = []
+        """Per Messages request: breakpoint unit indices, unit count, usage."""
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
@@ -99,6 +121,11 @@ class PolicyServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """For the `anthropic` SDK, which appends `/v1/messages` itself."""
+        return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> PolicyServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -123,6 +150,80 @@ class PolicyServer:
             self.requests += 1
             return self.requests, self.faults.get(self.requests)
 
+    def _policy_calls(self, text: str, fault: str | None) -> list[dict[str, Any]]:
+        observation = parse(text)
+        policy: Policy = create(self.policy_name)
+        policy.reset(zlib.crc32(text.encode()))  # seeded policies: deterministic per request
+        calls = tool_calls_for(policy.act(observation))
+        if fault == "badjson" and calls:
+            calls[0]["function"]["arguments"] = calls[0]["function"]["arguments"][:-1] + ',"'
+        elif fault == "badjson":
+            broken = {"name": "evict", "arguments": "{"}
+            calls = [{"id": "call_0", "type": "function", "function": broken}]
+        return calls
+
+    def messages(self, body: Mapping[str, Any], fault: str | None) -> dict[str, Any]:
+        """The Anthropic Messages response for one request (ValueError = HTTP 400)."""
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("messages: must be a non-empty list")
+        if not isinstance(body.get("max_tokens"), int):
+            raise ValueError("max_tokens: Field required")
+        units, marks = _anthropic_units(body)
+        with self._lock:
+            try:
+                usage = self.provider_cache.serve(units, marks)
+            except BreakpointError as error:
+                raise ValueError(str(error)) from None
+            self.anthropic_log.append(
+                {"breakpoints": marks, "units": len(units), "usage": usage, "body": dict(body)}
+            )
+        _check_tool_results(messages)
+        last = messages[-1]
+        if last.get("role") != "user":
+            raise ValueError("the last message must be a user message")
+        content = last.get("content")
+        if isinstance(content, str):
+            text = content
+        else:
+            text = "".join(
+                b.get("text", "")
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "text"
+            )
+        calls = self._policy_calls(text, fault)
+        blocks: list[dict[str, Any]] = []
+        for i, call in enumerate(calls):
+            try:
+                arguments = json.loads(call["function"]["arguments"])
+            except ValueError:
+                arguments = {"seq_id": "?"}  # a provider always returns a JSON object
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{self.requests}_{i}",
+                    "name": call["function"]["name"],
+                    "input": arguments,
+                }
+            )
+        if not blocks:
+            blocks = [{"type": "text", "text": "noop"}]
+        return {
+            "id": f"msg_{self.requests}",
+            "type": "message",
+            "role": "assistant",
+            "model": str(body.get("model", self.policy_name)),
+            "content": blocks,
+            "stop_reason": "tool_use" if calls else "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": usage.uncached,
+                "cache_creation_input_tokens": usage.written,
+                "cache_read_input_tokens": usage.read,
+                "output_tokens": approx_tokens(json.dumps(blocks)),
+            },
+        }
+
     def complete(self, body: Mapping[str, Any], fault: str | None) -> dict[str, Any]:
         """The chat-completion response for one request."""
         messages = body.get("messages")
@@ -136,18 +237,25 @@ class PolicyServer:
             text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
         if not isinstance(text, str):
             raise ValueError("the last user message has no text content")
-        observation = parse(text)
-        policy: Policy = create(self.policy_name)
-        policy.reset(zlib.crc32(text.encode()))  # seeded policies: deterministic per request
-        calls = tool_calls_for(policy.act(observation))
-        if fault == "badjson" and calls:
-            calls[0]["function"]["arguments"] = calls[0]["function"]["arguments"][:-1] + ',"'
-        elif fault == "badjson":
-            broken = {"name": "evict", "arguments": "{"}
-            calls = [{"id": "call_0", "type": "function", "function": broken}]
+        system = messages[0].get("content") if messages[0].get("role") == "system" else ""
+        reply_text = "noop"
+        if isinstance(system, str) and system.startswith(CONTEXT_SYSTEM_START):
+            calls = [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {"name": n, "arguments": json.dumps(a)},
+                }
+                for i, (n, a) in enumerate(context_text_calls(text))
+            ]
+        elif system == READER_SYSTEM:
+            context, _, question = text.removeprefix("Conversation:\n").rpartition("\n\nQuestion: ")
+            calls, reply_text = [], context_text_answer(context, question)
+        else:
+            calls = self._policy_calls(text, fault)
         prompt_tokens = sum(approx_tokens(json.dumps(m)) for m in messages)
         completion_tokens = approx_tokens(json.dumps(calls))
-        message: dict[str, Any] = {"role": "assistant", "content": None if calls else "noop"}
+        message: dict[str, Any] = {"role": "assistant", "content": None if calls else reply_text}
         if calls:
             message["tool_calls"] = calls
         return {
@@ -187,7 +295,8 @@ def _handler_for(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 self._send(HTTPStatus.NOT_FOUND, _error(f"no route {self.path}"))
 
         def do_POST(self) -> None:
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            route = self.path.rstrip("/")
+            if route not in ("/v1/chat/completions", "/chat/completions", "/v1/messages"):
                 self._send(HTTPStatus.NOT_FOUND, _error(f"no route {self.path}"))
                 return
             length = int(self.headers.get("Content-Length") or 0)
@@ -209,7 +318,10 @@ def _handler_for(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw)
                 if not isinstance(body, dict):
                     raise ValueError("the request body must be a JSON object")
-                response = server.complete(body, fault)
+                if route == "/v1/messages":
+                    response = server.messages(body, fault)
+                else:
+                    response = server.complete(body, fault)
             except ValueError as error:
                 self._send(HTTPStatus.BAD_REQUEST, _error(str(error)))
                 return
@@ -231,3 +343,73 @@ def _handler_for(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
 
 def _error(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "invalid_request_error"}}
+
+
+def _strip_marks(value: Any) -> Any:
+    """`value` without its cache_control markers (they are not content)."""
+    if isinstance(value, dict):
+        return {k: _strip_marks(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip_marks(v) for v in value]
+    return value
+
+
+def _anthropic_units(body: Mapping[str, Any]) -> tuple[list[Unit], list[int]]:
+    """The request as provider-cache units (tools, system, each message) and the units that
+    carry a breakpoint. More than one marker inside one unit still counts once per marker."""
+    parts: list[Any] = [body.get("tools") or [], body.get("system") or []]
+    parts.extend(body["messages"])
+    units: list[Unit] = []
+    marks: list[int] = []
+    count = 0
+    for index, part in enumerate(parts):
+        text = json.dumps(_strip_marks(part), sort_keys=True)
+        units.append(Unit(content_key(text), estimate_tokens(text)))
+        n = _count_marks(part)
+        count += n
+        if n:
+            marks.append(index)
+    if count > 4:
+        raise ValueError(
+            f"A maximum of 4 blocks with cache_control may be provided. Found {count}."
+        )
+    return units, marks
+
+
+def _count_marks(value: Any) -> int:
+    """cache_control markers anywhere in `value`; ValueError on a kind other than ephemeral."""
+    if isinstance(value, dict):
+        own = 0
+        if "cache_control" in value:
+            mark = value["cache_control"]
+            if not isinstance(mark, dict) or mark.get("type") != "ephemeral":
+                raise ValueError("cache_control: only {'type': 'ephemeral'} is supported")
+            own = 1
+        return own + sum(_count_marks(v) for k, v in value.items() if k != "cache_control")
+    if isinstance(value, list):
+        return sum(_count_marks(v) for v in value)
+    return 0
+
+
+def _check_tool_results(messages: list[Any]) -> None:
+    """Every tool_result answers a tool_use of the assistant message just before its turn."""
+    pending: set[str] = set()
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise ValueError("messages: each message needs role 'user' or 'assistant'")
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        if message["role"] == "assistant":
+            if pending:
+                raise ValueError(f"tool_use ids without tool_result: {sorted(pending)}")
+            pending = {
+                b.get("id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
+            }
+            continue
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                if block.get("tool_use_id") not in pending:
+                    raise ValueError(
+                        f"unexpected tool_use_id {block.get('tool_use_id')!r} in tool_result"
+                    )
+                pending.discard(block["tool_use_id"])

@@ -11,7 +11,7 @@ tokens is evicted: seed 000 removes messages 1..X even when X is only partly cov
 every event the deque is exactly `BlockCache.resident_messages()`.
 
 Turns (the pairing rule): a user message (role "user", kind not "recalled") is answered by the
-first later assistant message of kind "chat", unless another such user message arrives first.
+first later assistant message that is not a reasoning span or a recalled turn, unless another such user message arrives first.
 In that case it is superseded and never answered. Tool output, reasoning and recalled messages
 in between do not break a turn. The rule makes turns one-to-one: each assistant answers at most
 one user. It also means only the latest user can be waiting for an answer. That matters for the
@@ -77,8 +77,9 @@ def is_turn_user(message: Message) -> bool:
 
 
 def is_turn_answer(message: Message) -> bool:
-    """A message that can answer a turn: an assistant chat message."""
-    return message.role == "assistant" and message.kind == "chat"
+    """A message that can answer a turn: an assistant reply (chat or small talk), not a
+    reasoning span or a recalled turn (the same rule as `conversation.turns`)."""
+    return message.role == "assistant" and message.kind not in ("reasoning", "recalled")
 
 
 class ContextTracker:

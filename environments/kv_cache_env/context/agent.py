@@ -1,0 +1,201 @@
+"""The conversation-context family played by a chat model through tool calls: the tool schemas,
+the observation text, and the turn loop shared by hosted-model evals and the verifiers taskset.
+
+Each turn the model sees the cache (which messages are resident, partly evicted or gone, and
+their blocks) and the message that just arrived; it may call `evict_blocks`, `evict_message`,
+`recall` and `noop`, several per reply; then the episode steps. When the new message is a
+planted question, the reader (by default the same model, in a separate tool-free call) answers
+it from the visible context before the step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..agent import ChatFn, TokenUsage, ToolCall, Transcript
+from .episode import ActionError, ContextEpisode, ContextObservation
+
+Message = dict[str, Any]
+AsyncReader = Callable[[str, str], Awaitable[str]]
+"""(visible context text, question) -> answer."""
+
+PREVIEW_CHARS = 90
+READER_SYSTEM = (
+    "You answer questions about an earlier conversation. Use only the conversation shown; "
+    "parts marked […] are no longer available. Answer in one short sentence."
+)
+
+
+def reader_messages(context: str, question: str) -> list[Message]:
+    """The tool-free request a chat-model reader answers (reader (a))."""
+    return [
+        {"role": "system", "content": READER_SYSTEM},
+        {"role": "user", "content": f"Conversation:\n{context}\n\nQuestion: {question}"},
+    ]
+
+
+CONTEXT_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "evict_blocks",
+            "description": "Evict KV blocks by absolute index (16 tokens each). Evicted blocks "
+            "are gone for good; complete user/assistant turns they held are archived.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "blocks": {"type": "array", "items": {"type": "integer", "minimum": 0}}
+                },
+                "required": ["blocks"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "evict_message",
+            "description": "Evict every block of one message (except the newest block).",
+            "parameters": {
+                "type": "object",
+                "properties": {"index": {"type": "integer", "minimum": 0}},
+                "required": ["index"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "recall",
+            "description": "Search the archive of evicted turns and append the best match to "
+            "the context as new blocks (costs memory and latency).",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}},
+                "required": ["query"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "noop",
+            "description": "Do nothing this turn.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+]
+
+
+def context_system_prompt(max_blocks: int) -> str:
+    return (
+        "You manage the KV-cache of one long conversation between a user and an assistant. "
+        f"The cache holds at most {max_blocks} blocks of 16 tokens; each turn a new message "
+        "arrives and takes new blocks. Before the engine runs you may evict blocks or whole "
+        "messages, or recall archived turns. If more than the budget is still active after "
+        "your calls, the engine evicts the oldest blocks itself (an out-of-memory event, "
+        "penalised), keeping the system prompt longest. Later the user asks questions about "
+        "facts mentioned earlier (codes, names, dates, ...); they are answered only from what "
+        "is still cached, so keep the blocks that hold facts and evict small talk, reasoning "
+        "and tool noise. Evicted complete turns are archived and can be recalled by query. "
+        "Reply with tool calls only."
+    )
+
+
+def render_context(obs: ContextObservation) -> str:
+    lines = [
+        f"Turn {obs.turn + 1}/{obs.turns}. Active blocks {obs.active_blocks}/{obs.max_blocks} "
+        f"(newest block {obs.tail_block} cannot be evicted). Archived turns: "
+        f"{obs.archived_turns}.",
+        "Messages (index role/kind blocks state: text):",
+    ]
+    for view in obs.messages:
+        if view.state == "evicted":
+            continue
+        text = " ".join(view.text.split())
+        if view.index != obs.new_message and len(text) > PREVIEW_CHARS:
+            text = text[: PREVIEW_CHARS - 1] + "…"
+        marker = " <- new" if view.index == obs.new_message else ""
+        lines.append(
+            f"#{view.index} {view.role}/{view.kind} b{view.first_block}-{view.last_block} "
+            f"{view.state}{marker}: {text}"
+        )
+    gone = sum(1 for v in obs.messages if v.state == "evicted")
+    if gone:
+        lines.append(f"({gone} message(s) fully evicted, not shown)")
+    return "\n".join(lines)
+
+
+def call_context_tool(episode: ContextEpisode, call: ToolCall) -> str:
+    """Apply one tool call; every error comes back as text, counts as an invalid action and
+    changes nothing."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+        if not isinstance(arguments, dict):
+            raise ValueError("arguments must be a JSON object")
+        if call.name == "evict_blocks":
+            blocks = arguments.get("blocks")
+            if not isinstance(blocks, list) or not all(type(b) is int for b in blocks):
+                raise ValueError("blocks must be a list of integers")
+            return episode.evict_blocks(blocks)
+        if call.name == "evict_message":
+            index = arguments.get("index")
+            if type(index) is not int:
+                raise ValueError("index must be an integer")
+            return episode.evict_message(index)
+        if call.name == "recall":
+            query = arguments.get("query")
+            if not isinstance(query, str):
+                raise ValueError("query must be a string")
+            return episode.recall(query)
+        if call.name == "noop":
+            return "ok"
+        raise ValueError(f"unknown tool {call.name!r}")
+    except ActionError as error:  # already counted by the episode
+        return f"error: {error}"
+    except ValueError as error:
+        episode.count_invalid()
+        return f"error: {error}"
+
+
+async def play_context_episode(
+    episode: ContextEpisode,
+    chat: ChatFn,
+    reader: AsyncReader,
+    *,
+    history_turns: int | None = 0,
+) -> Transcript:
+    """Play `episode` to its end; `reader` answers the planted questions."""
+    system: Message = {"role": "system", "content": context_system_prompt(episode.max_blocks)}
+    turns: list[list[Message]] = []
+    usage = TokenUsage()
+    while not episode.done:
+        user: Message = {"role": "user", "content": render_context(episode.observe())}
+        window = turns if history_turns is None else turns[max(0, len(turns) - history_turns) :]
+        reply = await chat([system, *(m for t in window for m in t), user], CONTEXT_TOOLS)
+        usage.add(reply.usage)
+        assistant: Message = {"role": "assistant", "content": reply.content or ""}
+        calls = [
+            ToolCall(c.id or f"call_{episode.turn}_{i}", c.name, c.arguments)
+            for i, c in enumerate(reply.tool_calls)
+        ]
+        if calls:
+            assistant["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in calls
+            ]
+        results = [
+            {"role": "tool", "tool_call_id": c.id, "content": call_context_tool(episode, c)}
+            for c in calls
+        ]
+        episode.enforce()
+        question = episode.pending_question
+        answer = await reader(episode.visible_text(), question.text) if question else None
+        episode.step(answer=answer)
+        turns.append([user, assistant, *results])
+    return Transcript([system, *(m for t in turns for m in t)], usage, len(turns))

@@ -1,0 +1,298 @@
+"""The `kvarena context-eval` command: baselines (or an LLM agent) on the conversation-context
+family at each level, with a reader, written to `results.jsonl` + `run.json` and printed as one
+table per level (ROUGE-L, facts still visible, OOM events, blocks used, recalls, reward)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kv_cache_env.context.conversation import LEVELS, generate_conversation
+from kv_cache_env.context.episode import ContextEpisode
+
+from .context_eval import (
+    ChatReader,
+    Reader,
+    context_result,
+    extractive_reader,
+    hf_reader,
+    play_policy,
+)
+from .context_policies import CONTEXT_POLICIES
+from .results import dumps
+from .stats import mean_ci
+
+console = Console()
+
+
+class ContextEvalError(ValueError):
+    """Bad arguments; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ContextEvalArgs:
+    policies: list[str]
+    model: str | None
+    base_url: str | None
+    api_key_var: str
+    levels: list[str]
+    episodes: int
+    seed: int
+    reader: str | None
+    reader_base_url: str | None
+    max_blocks: int | None
+    out: Path
+    weights: dict[str, float]
+    timeout_s: float = 120.0
+
+
+def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
+    for level in args.levels:
+        if level not in LEVELS:
+            raise ContextEvalError(f"unknown level {level!r}; known: {', '.join(LEVELS)}")
+    for name in args.policies:
+        if name not in CONTEXT_POLICIES:
+            raise ContextEvalError(
+                f"unknown context policy {name!r}; known: {', '.join(CONTEXT_POLICIES)}"
+            )
+    started = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    with ExitStack() as stack:
+        agent_client = None
+        agent_name = args.model
+        agent_base = args.base_url
+        if args.model:
+            agent_name, agent_base = stack.enter_context(
+                _endpoint(args.model, args.base_url, args.out)
+            )
+            agent_client = _client(agent_base, args.api_key_var, args.timeout_s)
+        reader_label = args.reader or (args.model if args.model else "extractive")
+        reader = stack.enter_context(_reader(args, reader_label, agent_name, agent_base))
+        agents = [args.model] if args.model else args.policies
+        jobs = [
+            (level, agent, args.seed + i)
+            for level in args.levels
+            for agent in agents
+            for i in range(args.episodes)
+        ]
+        sink = (args.out / "results.jsonl").open("w", encoding="utf-8")
+        stack.callback(sink.close)
+        with _progress() as progress:
+            task = progress.add_task("episodes", total=len(jobs))
+            for level, agent, seed in jobs:
+                progress.update(task, description=f"{level} {agent} seed {seed}")
+                if args.model:
+                    result = _play_model(
+                        args, agent_client, agent_name or "", reader, reader_label, level, seed
+                    )
+                else:
+                    record = play_policy(agent, level, seed, reader, max_blocks=args.max_blocks)
+                    result = context_result(
+                        agent=agent,
+                        reader=reader_label,
+                        level=level,
+                        seed=seed,
+                        record=record,
+                        weights=args.weights,
+                    )
+                results.append(result)
+                sink.write(dumps(result) + "\n")
+                sink.flush()
+                progress.advance(task)
+    info = {
+        "command": "context-eval",
+        "arguments": {
+            "policies": None if args.model else args.policies,
+            "model": args.model,
+            "base_url": args.base_url,
+            "levels": args.levels,
+            "episodes": args.episodes,
+            "seed": args.seed,
+            "reader": reader_label,
+            "max_blocks": args.max_blocks,
+            "weights": args.weights,
+        },
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_time_s": round(time.perf_counter() - started, 3),
+        "episodes_run": len(results),
+        "episodes_failed": sum(1 for r in results if r["status"] != "ok"),
+    }
+    (args.out / "run.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return results
+
+
+def _play_model(
+    args: ContextEvalArgs,
+    client: Any,
+    model: str,
+    reader: Reader,
+    reader_label: str,
+    level: str,
+    seed: int,
+) -> dict[str, Any]:
+    import openai
+
+    from kv_cache_env.context.agent import play_context_episode
+    from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
+
+    chat = openai_chat(client, model)
+    agent = args.model or model
+    with ContextEpisode(generate_conversation(seed, level), max_blocks=args.max_blocks) as episode:
+
+        async def read(context: str, question: str) -> str:
+            if isinstance(reader, ChatReader):
+                return await reader.answer(context, question)
+            return reader(episode, question)
+
+        try:
+            transcript = asyncio.run(play_context_episode(episode, chat, read))
+        except (openai.OpenAIError, TimeoutError, EmptyReplyError) as error:
+            message = f"{type(error).__name__}: {error}"[:500]
+            return context_result(
+                agent=agent, reader=reader_label, level=level, seed=seed, record=None, error=message
+            )
+        result = context_result(
+            agent=agent,
+            reader=reader_label,
+            level=level,
+            seed=seed,
+            record=episode.record(),
+            weights=args.weights,
+        )
+    result["usage"] = transcript.usage.as_dict()
+    folder = args.out / "transcripts"
+    folder.mkdir(exist_ok=True)
+    name = f"{level}__{agent.replace('/', '_').replace(':', '_')}__{seed}.json"
+    (folder / name).write_text(json.dumps({"messages": transcript.messages}, indent=1) + "\n")
+    return result
+
+
+def _client(base_url: str | None, api_key_var: str, timeout_s: float) -> Any:
+    from openai import AsyncOpenAI
+
+    from .model_eval import LOOPBACK_PREFIXES
+
+    key = os.environ.get(api_key_var)
+    if not key:
+        if base_url and base_url.startswith(LOOPBACK_PREFIXES):
+            key = "not-needed"
+        else:
+            raise ContextEvalError(f"environment variable {api_key_var} is not set")
+    return AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s, max_retries=4)
+
+
+@contextmanager
+def _endpoint(model: str, base_url: str | None, out: Path) -> Iterator[tuple[str, str | None]]:
+    """(name to send, base URL): a `local:` model is started here and stopped after."""
+    from .local_model import LocalModelError, LocalModelServer, is_local
+
+    if not is_local(model):
+        yield model, base_url
+        return
+    try:
+        server = LocalModelServer(model, log=out / "local-model.log")
+        with console.status(f"loading {model}"):
+            server.start()
+    except LocalModelError as error:
+        raise ContextEvalError(str(error)) from None
+    try:
+        yield server.alias, server.base_url
+    finally:
+        server.stop()
+
+
+@contextmanager
+def _reader(
+    args: ContextEvalArgs, label: str, agent_name: str | None, agent_base: str | None
+) -> Iterator[Reader]:
+    if label == "extractive":
+        yield extractive_reader
+        return
+    if label.startswith("hf:"):
+        try:
+            yield hf_reader(label.removeprefix("hf:"))
+        except (ImportError, ValueError, OSError) as error:
+            raise ContextEvalError(f"--reader {label}: {error}") from None
+        return
+    if args.model and label == args.model:
+        yield ChatReader(_client(agent_base, args.api_key_var, args.timeout_s), agent_name or label)
+        return
+    with _endpoint(label, args.reader_base_url, args.out) as (name, base):
+        yield ChatReader(_client(base, args.api_key_var, args.timeout_s), name)
+
+
+@contextmanager
+def _progress() -> Iterator[Progress]:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        yield progress
+
+
+def print_context_tables(results: list[dict[str, Any]]) -> None:
+    levels = list(dict.fromkeys(r["level"] for r in results))
+    for level in levels:
+        rows = [r for r in results if r["level"] == level]
+        budget = LEVELS[level].max_blocks
+        readers = sorted({r["reader"] for r in rows})
+        one_reader = len(readers) == 1
+        table = Table(
+            title=f"context · {level} · budget {budget} blocks"
+            + (f" · reader {readers[0]}" if one_reader else ""),
+            caption="facts: asked facts still cached · OOM: engine evictions · blocks: mean active",
+            box=box.SIMPLE_HEAD,
+        )
+        table.add_column("agent", no_wrap=True)
+        if not one_reader:
+            table.add_column("reader", no_wrap=True)
+        for header in ("n", "ROUGE-L", "facts", "OOM", "blocks", "recalls", "reward ±95%"):
+            table.add_column(header, justify="right", no_wrap=True)
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for r in rows:
+            groups.setdefault((r["agent"], r["reader"]), []).append(r)
+        ordered = sorted(
+            groups.items(),
+            key=lambda kv: -_mean([r["reward"] for r in kv[1] if r["status"] == "ok"]),
+        )
+        for (agent, reader), group in ordered:
+            ok = [r for r in group if r["status"] == "ok"]
+            failed = len(group) - len(ok)
+            names = [agent] if one_reader else [agent, reader]
+            if not ok:
+                table.add_row(*names, f"0 ({failed} failed)", *["-"] * 6)
+                continue
+            reward, reward_half = mean_ci([r["reward"] for r in ok])
+            table.add_row(
+                *names,
+                f"{len(ok)}" + (f" ({failed} failed)" if failed else ""),
+                f"{_mean([r['metrics']['rouge_l'] for r in ok]):.3f}",
+                f"{_mean([r['metrics']['facts_visible'] for r in ok]):.2f}",
+                f"{_mean([r['metrics']['oom_events'] for r in ok]):.1f}",
+                f"{_mean([r['metrics']['mean_active_blocks'] for r in ok]):.1f}",
+                f"{_mean([r['metrics']['recalls'] for r in ok]):.1f}",
+                f"{reward:+.3f}±{reward_half:.3f}",
+            )
+        console.print(table)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("-inf")

@@ -1,0 +1,142 @@
+"""Running the conversation-context family: baseline agents (or an LLM agent) on generated
+conversations, answered by a reader, scored by the context rubric.
+
+Readers (who answers the planted questions from what the cache still holds):
+- `extractive` (default): the deterministic extractive reader, keyless;
+- `hf:PATH`: a local Hugging Face causal LM through the block attention mask (`hf` extra);
+- a chat model: any OpenAI-compatible endpoint (`ChatReader`), e.g. the `local:` model.
+
+One result per episode, JSON-ready: agent, reader, level, seed, status, reward, components,
+metrics and the full record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kv_cache_env.context.agent import reader_messages
+from kv_cache_env.context.conversation import generate_conversation
+from kv_cache_env.context.episode import ContextEpisode, ContextRecord
+from kv_cache_env.context.extractive import extractive_answer
+from rubrics.context import context_score
+
+from .context_policies import get_context_policy
+
+Reader = Callable[[ContextEpisode, str], str]
+"""(episode at the question, question text) -> answer."""
+
+
+def extractive_reader(episode: ContextEpisode, question: str) -> str:
+    return extractive_answer(episode.visible_text(), question)
+
+
+def hf_reader(path: str) -> Reader:
+    from kv_cache_env.context.hf_reader import HfReader
+
+    model = HfReader(path)
+
+    def read(episode: ContextEpisode, question: str) -> str:
+        return model.answer(episode.visible_pieces(), question)
+
+    return read
+
+
+@dataclass
+class ChatReader:
+    """A chat model as the reader: the visible context as text, then the question."""
+
+    client: Any
+    """An `openai.AsyncOpenAI` (or compatible)."""
+    model: str
+    max_tokens: int = 64
+
+    async def answer(self, context: str, question: str) -> str:
+        response = await self.client.chat.completions.create(
+            model=self.model,
+            messages=reader_messages(context, question),  # type: ignore[arg-type]
+            max_tokens=self.max_tokens,
+            temperature=0,
+        )
+        if not response.choices:
+            return ""
+        return (response.choices[0].message.content or "").strip()
+
+    def __call__(self, episode: ContextEpisode, question: str) -> str:
+        return asyncio.run(self.answer(episode.visible_text(), question))
+
+
+def play_policy(
+    policy_name: str,
+    level: str,
+    seed: int,
+    reader: Reader,
+    *,
+    max_blocks: int | None = None,
+) -> ContextRecord:
+    policy = get_context_policy(policy_name)
+    with ContextEpisode(generate_conversation(seed, level), max_blocks=max_blocks) as episode:
+        while not episode.done:
+            policy(episode)
+            episode.enforce()
+            question = episode.pending_question
+            episode.step(answer=reader(episode, question.text) if question else None)
+        return episode.record()
+
+
+def context_result(
+    *,
+    agent: str,
+    reader: str,
+    level: str,
+    seed: int,
+    record: ContextRecord | None,
+    error: str | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    if record is None:
+        return {
+            "agent": agent,
+            "reader": reader,
+            "level": level,
+            "seed": seed,
+            "status": "failed",
+            "error": error,
+            "reward": None,
+            "components": None,
+            "metrics": None,
+            "record": None,
+        }
+    components, reward = context_score(record, weights)
+    return {
+        "agent": agent,
+        "reader": reader,
+        "level": level,
+        "seed": seed,
+        "status": "ok",
+        "error": None,
+        "reward": reward,
+        "components": components,
+        "metrics": context_metrics(record),
+        "record": record.as_dict(),
+    }
+
+
+def context_metrics(record: ContextRecord) -> dict[str, float]:
+    questions = record.questions
+    return {
+        "rouge_l": sum(q.rouge_l for q in questions) / len(questions) if questions else 0.0,
+        "facts_visible": (
+            sum(q.fact_visible for q in questions) / len(questions) if questions else 0.0
+        ),
+        "oom_events": float(record.oom_events),
+        "mean_active_blocks": (
+            sum(record.active_blocks) / len(record.active_blocks) if record.active_blocks else 0.0
+        ),
+        "max_active_blocks": float(max(record.active_blocks, default=0)),
+        "recalls": float(record.recalls),
+        "archived_turns": float(record.archived_turns),
+        "invalid_actions": float(record.invalid_actions),
+    }

@@ -1,0 +1,73 @@
+"""A keyless stand-in for an LLM on the conversation-context family, deciding from the
+observation text alone (what a model sees), so the whole LLM path — tool calls over HTTP, the
+reader call, the verifiers harness — can be tested without a model.
+
+Agent (`context_text_calls`): when a question arrives it first `recall`s with the question's
+text; then it evicts whole messages oldest first (never the system prompt, the new message, or
+a user message of kind `fact`) until the blocks it estimates it frees bring the cache under the
+budget. Its estimates ignore blocks shared with a neighbour, so the engine's fallback (OOM)
+still fires now and then, as it would for a careless model.
+
+Reader (`context_text_answer`): the extractive reader over the context text of the request.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kv_cache_env.context.extractive import extractive_answer
+
+_HEADER = re.compile(r"Active blocks (\d+)/(\d+) \(newest block (-?\d+)")
+_ROW = re.compile(r"^#(\d+) (\w+)/(\w+) b(\d+)-(\d+) (resident|partial)( <- new)?: (.*)$")
+RECALL_MARGIN_BLOCKS = 8
+"""Room kept for a recalled turn (about 128 tokens) when a question arrives."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    index: int
+    role: str
+    kind: str
+    first: int
+    last: int
+    state: str
+    new: bool
+    text: str
+
+
+def parse_rows(text: str) -> tuple[int, int, list[Row]]:
+    """(active blocks, budget, listed messages) of a `render_context` observation."""
+    header = _HEADER.search(text)
+    if header is None:
+        raise ValueError("not a context observation")
+    rows = []
+    for line in text.splitlines():
+        match = _ROW.match(line)
+        if match:
+            index, role, kind, first, last, state, new, body = match.groups()
+            rows.append(Row(int(index), role, kind, int(first), int(last), state, bool(new), body))
+    return int(header.group(1)), int(header.group(2)), rows
+
+
+def context_text_calls(text: str) -> list[tuple[str, dict[str, object]]]:
+    active, budget, rows = parse_rows(text)
+    calls: list[tuple[str, dict[str, object]]] = []
+    new = next((row for row in rows if row.new), None)
+    target = budget
+    if new is not None and new.kind == "question":
+        calls.append(("recall", {"query": new.text}))
+        target = budget - RECALL_MARGIN_BLOCKS
+    freed = 0
+    for row in rows:
+        if active - freed <= target:
+            break
+        if row.new or row.role == "system" or row.kind == "fact":
+            continue
+        calls.append(("evict_message", {"index": row.index}))
+        freed += row.last - row.first + 1
+    return calls
+
+
+def context_text_answer(context: str, question: str) -> str:
+    return extractive_answer(context, question)

@@ -1,0 +1,170 @@
+"""The conversation-context episode with its baselines: the turn loop, the engine's OOM
+fallback, archival and recall inside real episodes, the rubric, and determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evals.context_eval import context_result, extractive_reader, play_policy
+from evals.context_policies import CONTEXT_POLICIES
+from kv_cache_env.agent import ToolCall
+from kv_cache_env.context.agent import call_context_tool, render_context
+from kv_cache_env.context.conversation import LEVELS, generate_conversation, turns
+from kv_cache_env.context.episode import ActionError, ContextEpisode, ContextRecord
+from rubrics.context import CONTEXT_COMPONENTS, context_score
+
+
+def play(name: str, level: str, seed: int) -> ContextRecord:
+    return play_policy(name, level, seed, extractive_reader)
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_invariants_hold_through_whole_episodes(level: str) -> None:
+    """After every step: the tracker's deque is what the cache fully holds, the budget holds,
+    and every complete turn with an evicted message has been archived exactly once."""
+    conversation = generate_conversation(11, level)
+    pairs = turns(conversation)
+    for name in ("noop", "sliding-window", "oracle", "window-recall"):
+        policy = CONTEXT_POLICIES[name]
+        with ContextEpisode(conversation) as episode:
+            while not episode.done:
+                policy(episode)
+                episode.enforce()
+                question = episode.pending_question
+                episode.step(extractive_reader(episode, question.text) if question else None)
+                cache = episode.cache
+                assert episode.tracker.context_indices() == cache.resident_messages()
+            record = episode.record()
+            assert max(record.active_blocks) <= episode.max_blocks  # after each enforcement
+            archived = {t.user_index for t in episode.archive.turns()}
+            index = episode.cache_index
+            expected = {
+                index[u]
+                for u, a in pairs
+                if u in index
+                and a in index
+                and not (cache.fully_resident(index[u]) and cache.fully_resident(index[a]))
+            }
+            assert archived == expected, name
+            assert episode.archive.count() == len(archived) == record.archived_turns
+
+
+def test_proactive_trt_lru_evicts_what_the_engine_would_but_without_oom() -> None:
+    for level in LEVELS:
+        engine = play("noop", level, 3)
+        proactive = play("trt-lru", level, 3)
+        assert engine.oom_events > 0 and proactive.oom_events == 0
+        assert engine.active_blocks == proactive.active_blocks
+        assert [q.answer for q in engine.questions] == [q.answer for q in proactive.questions]
+
+
+def test_the_oracle_keeps_every_fact_and_tops_the_baselines() -> None:
+    for level in LEVELS:
+        oracle = [play("oracle", level, seed) for seed in range(4)]
+        assert all(q.fact_visible for r in oracle for q in r.questions)
+        assert all(r.oom_events == 0 for r in oracle)
+        best = sum(context_score(r)[1] for r in oracle)
+        for name in ("noop", "trt-lru", "sliding-window", "sink-recent"):
+            others = sum(context_score(play(name, level, seed))[1] for seed in range(4))
+            assert best > others, (level, name)
+
+
+def test_recall_brings_archived_facts_back() -> None:
+    window = [play("trt-lru", "hard", s) for s in range(4)]
+    recall = [play("window-recall", "hard", s) for s in range(4)]
+    assert sum(r.recalls for r in recall) == sum(len(r.questions) for r in recall)
+    assert sum(r.recalled_turns for r in recall) > 0
+    assert sum(q.rouge_l for r in recall for q in r.questions) > sum(
+        q.rouge_l for r in window for q in r.questions
+    )
+
+
+def test_episodes_are_deterministic_and_records_round_trip() -> None:
+    first = play("sink-recent", "medium", 5)
+    second = play("sink-recent", "medium", 5)
+    assert first == second
+    data = json.loads(json.dumps(first.as_dict()))
+    assert ContextRecord.from_dict(data) == first
+    result = context_result(
+        agent="sink-recent", reader="extractive", level="medium", seed=5, record=first
+    )
+    assert set(result["components"]) == set(CONTEXT_COMPONENTS)
+    assert result["reward"] == pytest.approx(context_score(first)[1])
+
+
+def test_visible_text_drops_evicted_messages_and_keeps_the_rest() -> None:
+    conversation = generate_conversation(2, "easy")
+    with ContextEpisode(conversation) as episode:
+        while episode.cache.n_messages < 6:
+            _skip(episode)
+        target = next(
+            i
+            for i in range(1, episode.cache.n_messages - 1)
+            if episode.cache.message(i).n_tokens > 3 * episode.block_size
+        )
+        text = episode.cache.message(target).text
+        words = [w for w in text.split() if len(w) > 3]
+        assert all(w in episode.visible_text() for w in words)
+        episode.evict_message(target)
+        assert not episode.cache.fully_resident(target)
+        middle = text[len(text) // 3 : 2 * len(text) // 3]
+        assert middle not in episode.visible_text()
+        assert "[…]" in episode.visible_text()
+        observation = render_context(episode.observe())
+        assert f"#{target} " not in observation  # every block of it is gone
+        assert "1 message(s) fully evicted" in observation
+        neighbours = [f"#{target - 1} ", f"#{target + 1} "]
+        assert all(n in observation for n in neighbours)  # shared blocks: partly evicted
+        assert "partial" in observation
+
+
+def test_tool_calls_apply_or_report_errors_without_crashing() -> None:
+    with ContextEpisode(generate_conversation(4, "easy")) as episode:
+        for _ in range(5):
+            _skip(episode)
+        before = episode.cache.active_blocks
+        result = call_context_tool(episode, ToolCall("1", "evict_blocks", '{"blocks": [1, 2]}'))
+        assert result.startswith("evicted 2") and episode.cache.active_blocks == before - 2
+        errors = [
+            ToolCall("2", "evict_blocks", '{"blocks": [1]}'),  # already evicted
+            ToolCall("3", "evict_blocks", '{"blocks": "x"}'),
+            ToolCall("4", "evict_message", "{"),
+            ToolCall("5", "evict_message", '{"index": 999}'),
+            ToolCall("6", "fly", "{}"),
+            ToolCall("7", "recall", '{"query": 3}'),
+        ]
+        for call in errors:
+            assert call_context_tool(episode, call).startswith("error:"), call
+        assert episode.record().invalid_actions == len(errors)
+        assert call_context_tool(episode, ToolCall("8", "noop", "{}")) == "ok"
+        assert episode.cache.active_blocks == before - 2
+    with pytest.raises(ActionError):
+        finished = ContextEpisode(generate_conversation(4, "easy"))
+        while not finished.done:
+            _skip(finished)
+        finished.close()
+        finished.evict_blocks([0])
+
+
+def test_a_question_needs_an_answer() -> None:
+    conversation = generate_conversation(1, "easy")
+    with ContextEpisode(conversation) as episode:
+        while episode.pending_question is None:
+            episode.step()
+        with pytest.raises(ValueError, match="needs the reader's answer"):
+            episode.step()
+        with pytest.raises(ValueError, match="call enforce"):
+            episode.step("an answer read before the engine ran")
+        episode.enforce()
+        with pytest.raises(ActionError, match="act before enforce"):
+            episode.evict_blocks([1])
+        episode.step("read after the engine ran")
+        assert len(episode.record().questions) == 1
+
+
+def _skip(episode: ContextEpisode) -> None:
+    """One turn with no action (a question gets a dummy answer)."""
+    episode.enforce()
+    episode.step(None if episode.pending_question is None else "x")
