@@ -2,7 +2,7 @@
 for a BPE tokenizer. It owns what a "token" is, so `Message.n_tokens`, block boundaries
 (`BLOCK_SIZE` tokens per block) and cache budgets all count the same thing.
 
-Pieces, in order of the pattern (GPT-2's pre-tokenizer, simplified):
+Pieces (GPT-2's pre-tokenizer, simplified), before length limits:
 
 * a word (letters, digits, underscore, any script) with at most one leading whitespace char;
 * a single other character (punctuation, symbol) with at most one leading whitespace char;
@@ -30,39 +30,23 @@ MAX_DIGIT_CHARS = 3
 MAX_SPACE_CHARS = 8
 """Longest whitespace-only token (indentation and blank lines cost tokens too)."""
 
-_PIECE = re.compile(r"(\s?)(\w+)|\s?[^\w\s]|\s+(?!\S)|\s+")
-"""Covers every character: each is either `\\w`, `\\s` or neither (see the module docstring).
-Groups 1 and 2 (lead whitespace, word) are set only for word pieces."""
-_RUN = re.compile(r"\d+|[^\W\d]+")
-"""Within one word: runs of digits and runs of other word characters."""
-
-
-def _chunks(run: str, limit: int) -> list[str]:
-    return [run[i : i + limit] for i in range(0, len(run), limit)]
+_TOKEN = re.compile(
+    rf"\s?[^\W\d]{{1,{MAX_WORD_CHARS}}}"  # (lead space +) up to 6 letters of a word
+    rf"|\s?\d{{1,{MAX_DIGIT_CHARS}}}"  # (lead space +) up to 3 digits
+    r"|\s?[^\w\s]"  # (lead space +) one other character
+    rf"|\s{{1,{MAX_SPACE_CHARS}}}(?!\S)"  # whitespace, leaving one char to lead a word
+    rf"|\s{{1,{MAX_SPACE_CHARS}}}"
+)
+"""One token per match. Every character is `\\w` (a letter-like or a digit), `\\s` or neither,
+so the alternatives cover any text. A chunk after the first of a long word follows a word
+character, so its optional lead `\\s?` is empty: only the first chunk carries the space."""
 
 
 def tokenize(text: str) -> list[str]:
     """Split `text` into tokens whose concatenation is exactly `text`."""
-    tokens: list[str] = []
-    for match in _PIECE.finditer(text):
-        lead, word = match.group(1), match.group(2)
-        if word is None:
-            piece = match.group(0)
-            if piece.isspace():
-                tokens.extend(_chunks(piece, MAX_SPACE_CHARS))  # a whitespace run
-            else:
-                tokens.append(piece)  # optional lead whitespace + one other character
-            continue
-        chunks = [
-            chunk
-            for run in _RUN.findall(word)
-            for chunk in _chunks(run, MAX_DIGIT_CHARS if run[0].isdecimal() else MAX_WORD_CHARS)
-        ]
-        chunks[0] = lead + chunks[0]
-        tokens.extend(chunks)
-    return tokens
+    return _TOKEN.findall(text)
 
 
 def count_tokens(text: str) -> int:
     """Number of tokens in `text` (`len(tokenize(text))`)."""
-    return len(tokenize(text))
+    return len(_TOKEN.findall(text))

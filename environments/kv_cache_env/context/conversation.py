@@ -1,0 +1,1267 @@
+"""The deterministic long-conversation generator and its answer key (seeds 000 + 001). It owns
+the difficulty levels (`LEVELS`), `generate_conversation(seed, level)` and the turn structure
+(`turns`). Everything is drawn from `numpy.random.default_rng(seed)`: the same seed and level
+give the identical conversation.
+
+Shape of a conversation. Message 0 is the system prompt. Then `n_turns` turns, each
+
+    user  →  [assistant reasoning span]  →  [tool output, up to two]  →  assistant reply
+
+so every user message is answered by the first later assistant message that is not a
+reasoning span (`turns`). User messages are ordinary chat about a couple of topics, chit-chat
+filler, planted facts (kind `fact`), distractor facts (the same template about someone else),
+updates of a planted fact (kind `fact`, the latest value is the answer) and questions (kind
+`question`) about facts planted at least `min_gap_turns` turns earlier. On harder levels a
+fact may instead sit inside a tool output (the user asks the assistant to open a note or an
+email). Replies never restate a planted value, so the fact message is the single source the
+reader can answer from (for an updated fact: the latest update message).
+
+Answer key. Each `Question` names the message holding the answer (`fact_index`), the
+canonical short answer sentence (`answer`, e.g. "your locker code is 4471") and its own
+difficulty (`level`): `direct`, `distractor` (a same-template fact about another owner is
+also in the chat), `tool` (the fact is a line of a tool output) or `updated` (the value was
+changed later; the answer is the latest). Questions within an episode use distinct templates.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+import numpy as np
+
+from kv_cache_env.context.tokenizer import count_tokens
+from kv_cache_env.context.types import BLOCK_SIZE, Conversation, Kind, Message, Question, Role
+
+__all__ = [
+    "LEVELS",
+    "QUESTION_LEVELS",
+    "LevelSpec",
+    "QuestionLevel",
+    "generate_conversation",
+    "total_blocks",
+    "turns",
+]
+
+QuestionLevel = Literal["direct", "distractor", "tool", "updated"]
+QUESTION_LEVELS: tuple[QuestionLevel, ...] = ("direct", "distractor", "tool", "updated")
+
+
+@dataclass(frozen=True, slots=True)
+class LevelSpec:
+    """The knobs of one difficulty level. Probabilities are per question; a level whose
+    probability for a kind is positive always has at least one question of that kind."""
+
+    n_messages: int
+    """Exact number of messages, the system message included."""
+    n_turns: int
+    """User→assistant turns; the other `n_messages - 1 - 2 * n_turns` messages are reasoning
+    spans and tool outputs inside turns."""
+    n_questions: int
+    """Planted questions, each about a distinct fact template."""
+    p_distractor: float
+    """Chance that a same-template fact about another owner is planted before the question."""
+    p_update: float
+    """Chance that the fact is changed later (the answer is the latest value)."""
+    p_tool_fact: float
+    """Chance that the fact is a line inside a tool output rather than a user message."""
+    min_gap_turns: int
+    """Fact→question distance: at least this many turns from the answer-bearing message's turn
+    to the question's turn (each turn is at least two messages)."""
+    max_blocks: int
+    """Cache budget of an episode, in `BLOCK_SIZE`-token blocks: about 35–60% of the
+    conversation's blocks, so the agent must choose what stays."""
+    p_chitchat: float = 0.25
+    """Chance that a turn carrying no planted item is small talk rather than topic chat."""
+    n_extra: int = field(init=False)
+    """Derived: reasoning spans + tool outputs (`n_messages - 1 - 2 * n_turns`)."""
+
+    def __post_init__(self) -> None:
+        extra = self.n_messages - 1 - 2 * self.n_turns
+        object.__setattr__(self, "n_extra", extra)
+        if extra < self.n_questions:
+            raise ValueError(f"n_messages={self.n_messages} leaves {extra} extra messages")
+        for name in ("p_distractor", "p_update", "p_tool_fact", "p_chitchat"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1]")
+        if self.n_questions < 1:
+            raise ValueError("n_questions must be positive (and at most the template count)")
+        if self.n_turns < 2 * self.n_questions + self.min_gap_turns + 2:
+            raise ValueError(f"n_turns={self.n_turns} is too few for the questions and gap")
+        if self.max_blocks < 1:
+            raise ValueError("max_blocks must be positive")
+
+
+LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
+    {
+        # 40 messages, ~2.1k tokens (~133 blocks; 90–181 over 1000 seeds): three direct
+        # questions, short distances. The budget holds ~45% (33–67% at the extremes).
+        "easy": LevelSpec(
+            n_messages=40,
+            n_turns=16,
+            n_questions=3,
+            p_distractor=0.0,
+            p_update=0.0,
+            p_tool_fact=0.0,
+            min_gap_turns=3,
+            max_blocks=60,
+        ),
+        # 60 messages, ~3.2k tokens (~203 blocks; 147–255): distractors, at least one update
+        # and one fact in a tool output. The budget holds ~44% (35–61%).
+        "medium": LevelSpec(
+            n_messages=60,
+            n_turns=23,
+            n_questions=4,
+            p_distractor=0.5,
+            p_update=0.25,
+            p_tool_fact=0.25,
+            min_gap_turns=6,
+            max_blocks=90,
+        ),
+        # 90 messages, ~5.0k tokens (~316 blocks; 244–400): everything, long distances, the
+        # tightest budget: ~42% (34–55%).
+        "hard": LevelSpec(
+            n_messages=90,
+            n_turns=33,
+            n_questions=6,
+            p_distractor=0.6,
+            p_update=0.35,
+            p_tool_fact=0.35,
+            min_gap_turns=10,
+            max_blocks=134,
+        ),
+    }
+)
+"""The difficulty levels by name: easy | medium | hard."""
+
+
+def total_blocks(conversation: Conversation, block_size: int = BLOCK_SIZE) -> int:
+    """Blocks the whole conversation fills (absolute coordinates: messages back to back)."""
+    tokens = sum(m.n_tokens for m in conversation.messages)
+    return -(-tokens // block_size)
+
+
+def turns(conversation: Conversation) -> list[tuple[int, int]]:
+    """The user→assistant turns as `(user index, assistant index)`, in order: each user message
+    is paired with the first later assistant message that is not a reasoning span. Messages
+    between the two (reasoning, tool outputs) belong to the turn. Recalled messages (kind
+    `recalled`) are not turns. A user message with no reply is a bug of the generator."""
+    messages = conversation.messages
+    pairs: list[tuple[int, int]] = []
+    for i, message in enumerate(messages):
+        if message.role != "user" or message.kind == "recalled":
+            continue
+        reply = next(
+            (j for j in range(i + 1, len(messages)) if _is_reply(messages[j])),
+            None,
+        )
+        assert reply is not None, f"user message {i} has no assistant reply"
+        pairs.append((i, reply))
+    return pairs
+
+
+def _is_reply(message: Message) -> bool:
+    return message.role == "assistant" and message.kind not in ("reasoning", "recalled")
+
+
+def generate_conversation(seed: int, level: str) -> Conversation:
+    """The conversation and answer key of `seed` at `level` (a key of `LEVELS`)."""
+    if level not in LEVELS:
+        raise ValueError(f"{level!r} is not a level; choose one of {sorted(LEVELS)}")
+    spec = LEVELS[level]
+    if spec.n_questions > len(TEMPLATES):
+        raise ValueError(f"{level}: at most {len(TEMPLATES)} questions (one per template)")
+    rng = np.random.default_rng(seed)
+    plans = _plan_questions(rng, spec)
+    events = _place_events(rng, spec, plans)
+    shape = _shape_turns(rng, spec, events, plans)
+    return _Builder(rng, seed, level).build(spec, plans, events, shape)
+
+
+# --- planning ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A fact template: "{Owner} {attr} is {value}." about the user ("My") or a named person."""
+
+    attr: str
+    values: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _QuestionPlan:
+    template: _Template
+    owner: str
+    """"" for the user, else a first name."""
+    value: str
+    """The planted value; the answer unless `update` is set."""
+    update: str | None
+    distractor: tuple[str, str] | None
+    """(owner, value) of a same-template fact about someone else."""
+    in_tool: bool
+
+    @property
+    def level(self) -> QuestionLevel:
+        if self.update is not None:
+            return "updated"
+        if self.in_tool:
+            return "tool"
+        return "distractor" if self.distractor is not None else "direct"
+
+    @property
+    def answer_value(self) -> str:
+        return self.update if self.update is not None else self.value
+
+
+EventKind = Literal["fact", "update", "distractor", "question"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    kind: EventKind
+    question: int
+    """Index into the question plans."""
+
+
+def _pick(rng: np.random.Generator, items: Sequence[str]) -> str:
+    return items[int(rng.integers(len(items)))]
+
+
+def _plan_questions(rng: np.random.Generator, spec: LevelSpec) -> list[_QuestionPlan]:
+    chosen = rng.choice(len(TEMPLATES), size=spec.n_questions, replace=False)
+    names = [str(n) for n in rng.permutation(OWNER_NAMES)]
+    plans: list[_QuestionPlan] = []
+    for t in chosen:
+        template = TEMPLATES[int(t)]
+        values = [str(v) for v in rng.permutation(template.values)]
+        owner = "" if rng.random() < 0.5 else names.pop()
+        update = values[1] if rng.random() < spec.p_update else None
+        other = names.pop() if owner == "" or rng.random() < 0.5 else ""
+        distractor = (other, values[2]) if rng.random() < spec.p_distractor else None
+        in_tool = update is None and rng.random() < spec.p_tool_fact
+        plans.append(_QuestionPlan(template, owner, values[0], update, distractor, in_tool))
+    _promise(rng, plans, spec)
+    return plans
+
+
+def _promise(rng: np.random.Generator, plans: list[_QuestionPlan], spec: LevelSpec) -> None:
+    """A level with a positive probability of a question kind has at least one of it."""
+    if spec.p_update > 0 and not any(p.update is not None for p in plans):
+        plain = [p for p in plans if not p.in_tool] or plans
+        target = plain[int(rng.integers(len(plain)))]
+        target.in_tool = False
+        taken = {target.value, target.distractor[1] if target.distractor else ""}
+        target.update = next(v for v in target.template.values if v not in taken)
+    if spec.p_tool_fact > 0 and not any(p.in_tool for p in plans):
+        plain = [p for p in plans if p.update is None] or plans
+        target = plain[int(rng.integers(len(plain)))]
+        target.update = None  # only when every question was updated: the others still are
+        target.in_tool = True
+    if spec.p_distractor > 0 and not any(p.distractor is not None for p in plans):
+        target = plans[int(rng.integers(len(plans)))]
+        used = {p.owner for p in plans}
+        other = next(n for n in OWNER_NAMES if n not in used) if target.owner == "" else ""
+        taken = {target.value, target.update}
+        target.distractor = (other, next(v for v in target.template.values if v not in taken))
+
+
+def _place_events(
+    rng: np.random.Generator, spec: LevelSpec, plans: list[_QuestionPlan]
+) -> dict[int, _Event]:
+    """Turn index → the planted item of that turn (at most one per turn; turn 0 greets)."""
+    gap = spec.min_gap_turns
+    for _attempt in range(200):
+        taken: dict[int, _Event] = {}
+
+        def free(lo: int, hi: int, taken: dict[int, _Event] = taken) -> list[int]:
+            return [t for t in range(max(lo, 1), hi + 1) if t not in taken]
+
+        ok = True
+        for q in rng.permutation(len(plans)):
+            plan = plans[int(q)]
+            need_before = 2 if plan.update is not None else 1
+            q_turns = free(gap + need_before, spec.n_turns - 1)
+            if not q_turns:
+                ok = False
+                break
+            q_turn = q_turns[int(rng.integers(len(q_turns)))]
+            anchors = free(need_before, q_turn - gap)
+            if not anchors:
+                ok = False
+                break
+            anchor = anchors[int(rng.integers(len(anchors)))]
+            taken[q_turn] = _Event("question", int(q))
+            if plan.update is not None:
+                firsts = free(1, anchor - 1)
+                if not firsts:
+                    ok = False
+                    break
+                taken[anchor] = _Event("update", int(q))
+                fact_turn = firsts[int(rng.integers(len(firsts)))]
+            else:
+                fact_turn = anchor
+            taken[fact_turn] = _Event("fact", int(q))
+            if plan.distractor is not None:
+                spots = free(fact_turn + 1, q_turn - 1) or free(1, q_turn - 1)
+                if not spots:
+                    ok = False
+                    break
+                taken[spots[int(rng.integers(len(spots)))]] = _Event("distractor", int(q))
+        if ok:
+            return taken
+    raise AssertionError(f"could not place {len(plans)} questions in {spec.n_turns} turns")
+
+
+@dataclass(slots=True)
+class _TurnShape:
+    """The skeleton of one turn: user message, optional reasoning, tool outputs, reply."""
+
+    chitchat: bool = False
+    reasoning: bool = False
+    tools: int = 0
+    """Tool outputs between the user message and the reply (0–2)."""
+
+
+_P_TOOL_EXTRA = 0.55
+"""Share of the free extra messages that are tool outputs rather than reasoning spans."""
+_MAX_TOOLS_PER_TURN = 2
+
+
+def _shape_turns(
+    rng: np.random.Generator,
+    spec: LevelSpec,
+    events: Mapping[int, _Event],
+    plans: Sequence[_QuestionPlan],
+) -> list[_TurnShape]:
+    """Which turns are small talk, and where the reasoning spans and tool outputs go: exactly
+    `spec.n_extra` of them, starting with the one tool output of every tool-fact turn."""
+    shapes = [_TurnShape() for _ in range(spec.n_turns)]
+    tool_fact_turns = {
+        t for t, e in events.items() if e.kind == "fact" and plans[e.question].in_tool
+    }
+    for t in range(1, spec.n_turns):
+        if t not in events and rng.random() < spec.p_chitchat:
+            shapes[t].chitchat = True
+    for t in tool_fact_turns:
+        shapes[t].tools = 1
+    for _ in range(spec.n_extra - len(tool_fact_turns)):
+        tool_turns = [
+            t
+            for t in range(1, spec.n_turns)
+            if (t in tool_fact_turns or (t not in events and not shapes[t].chitchat))
+            and shapes[t].tools < _MAX_TOOLS_PER_TURN
+        ]
+        reasoning_turns = [t for t in range(1, spec.n_turns) if not shapes[t].reasoning]
+        if tool_turns and (not reasoning_turns or rng.random() < _P_TOOL_EXTRA):
+            shapes[tool_turns[int(rng.integers(len(tool_turns)))]].tools += 1
+        else:
+            assert reasoning_turns, "no room left for extra messages: n_messages too large"
+            shapes[reasoning_turns[int(rng.integers(len(reasoning_turns)))]].reasoning = True
+    return shapes
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+class _ToolKind(enum.Enum):
+    """What a tool output shows; `NOTES` is the notes file that carries a tool fact."""
+
+    SEARCH = 0
+    LISTING = 1
+    LOGS = 2
+    NOTES = 3
+
+
+class _Deck:
+    """Draws items without repeats until all have been used, then reshuffles."""
+
+    def __init__(self, rng: np.random.Generator, items: Sequence[str]) -> None:
+        assert items, "an empty pool"
+        self._rng = rng
+        self._items = tuple(items)
+        self._order: list[int] = []
+
+    def draw(self) -> str:
+        if not self._order:
+            self._order = [int(i) for i in self._rng.permutation(len(self._items))]
+        return self._items[self._order.pop()]
+
+    def fresh(self) -> Callable[[], str | None]:
+        """A drawer for one message: no item twice; None once every item has been used."""
+        used: set[str] = set()
+
+        def draw() -> str | None:
+            for _ in range(2 * len(self._items)):
+                item = self.draw()
+                if item not in used:
+                    used.add(item)
+                    return item
+            return None
+
+        return draw
+
+
+def _fill(deck: _Deck, lo: int, hi: int, rng: np.random.Generator, sep: str = " ") -> str:
+    """Distinct items from `deck` joined by `sep` until a target in [lo, hi] tokens is
+    reached; see `_fill_parts`."""
+    return sep.join(_fill_parts([], deck.fresh(), lo, hi, rng, sep))
+
+
+def _fill_parts(
+    head: list[str],
+    draw: Callable[[], str | None],
+    lo: int,
+    hi: int,
+    rng: np.random.Generator,
+    sep: str,
+) -> list[str]:
+    """`head` plus drawn items until the joined text reaches a target drawn in [lo, hi]
+    tokens; never above `hi` unless the head (or the first item) is; shorter when `draw` runs
+    out (returns None). Counts add up piecewise: a single whitespace `sep` before an item
+    starts a fresh token, so the running sum is the count of the joined text."""
+    target = int(rng.integers(lo, hi + 1))
+    first = None if head else draw()
+    parts = [*head] if first is None else [first]
+    total = count_tokens(sep.join(parts))
+    while total < target:
+        item = draw()
+        if item is None:
+            break
+        more = count_tokens(sep + item)
+        if total + more > hi:
+            break
+        parts.append(item)
+        total += more
+    return parts
+
+
+def _owner_fact(owner: str) -> str:
+    return "My" if owner == "" else f"{owner}'s"
+
+
+def _owner_question(owner: str) -> str:
+    return "my" if owner == "" else f"{owner}'s"
+
+
+def _owner_answer(owner: str) -> str:
+    return "your" if owner == "" else f"{owner}'s"
+
+
+def _fact_sentence(template: _Template, owner: str, value: str) -> str:
+    return f"{_owner_fact(owner)} {template.attr} is {value}."
+
+
+class _Builder:
+    """Writes the messages of one conversation, turn by turn, from the plan."""
+
+    def __init__(self, rng: np.random.Generator, seed: int, level: str) -> None:
+        self.rng = rng
+        self.seed = seed
+        self.level = level
+        self.messages: list[Message] = []
+        self.decks: dict[str, _Deck] = {}
+        self.introduced: set[str] = set()
+        """Topics the user has brought up so far."""
+
+    def deck(self, key: str, items: Sequence[str]) -> _Deck:
+        if key not in self.decks:
+            self.decks[key] = _Deck(self.rng, items)
+        return self.decks[key]
+
+    def add(self, role: Role, kind: Kind, text: str) -> int:
+        index = len(self.messages)
+        self.messages.append(Message(index, role, kind, text, max(1, count_tokens(text))))
+        return index
+
+    def build(
+        self,
+        spec: LevelSpec,
+        plans: Sequence[_QuestionPlan],
+        events: Mapping[int, _Event],
+        shapes: Sequence[_TurnShape],
+    ) -> Conversation:
+        rng = self.rng
+        n_topics = 2 if spec.n_turns < 30 else 3
+        topics = [TOPICS[int(i)] for i in rng.choice(len(TOPICS), size=n_topics, replace=False)]
+        self.add("system", "system", SYSTEM_PROMPT)
+        answer_at: dict[int, int] = {}
+        asked: dict[int, tuple[int, str]] = {}
+        for t, shape in enumerate(shapes):
+            topic = topics[t * n_topics // spec.n_turns]
+            event = events.get(t)
+            plan = plans[event.question] if event is not None else None
+            tool_fact = event is not None and event.kind == "fact" and plans[event.question].in_tool
+            tools = [_ToolKind.NOTES] if tool_fact else []
+            tools += [_ToolKind(int(rng.integers(3))) for _ in range(shape.tools - len(tools))]
+            if t == 0:
+                user = f"{self.deck('greet', GREETINGS).draw()} {topic.intro}"
+                self.introduced.add(topic.key)
+                self.add("user", "chat", user)
+            elif event is None or tool_fact:
+                self.add("user", *self.user_chat(topic, shape, tools))
+            else:
+                assert plan is not None
+                if event.kind == "question":
+                    sentence = self.question_sentence(plan)
+                    lead = self.deck("qlead", QUESTION_LEADS).draw()
+                    index = self.add("user", "question", f"{lead} {sentence}")
+                    asked[event.question] = (index, sentence)
+                else:
+                    index = self.add("user", "fact", self.fact_message(event.kind, plan))
+                    if event.kind in ("fact", "update"):
+                        answer_at[event.question] = index
+            if shape.reasoning:
+                self.add("assistant", "reasoning", self.reasoning(topic, event, tool_fact))
+            for tool in tools:
+                if tool is _ToolKind.NOTES:
+                    assert plan is not None and event is not None
+                    answer_at[event.question] = self.add("tool", "tool_output", self.notes(plan))
+                else:
+                    self.add("tool", "tool_output", self.tool_output(topic, tool))
+            self.add("assistant", *self.reply(topic, shape, event, tool_fact))
+        questions = tuple(
+            Question(
+                message_index=asked[q][0],
+                fact_index=answer_at[q],
+                text=asked[q][1],
+                answer=f"{_owner_answer(p.owner)} {p.template.attr} is {p.answer_value}",
+                level=p.level,
+            )
+            for q, p in sorted(enumerate(plans), key=lambda qp: asked[qp[0]][0])
+        )
+        assert len(self.messages) == spec.n_messages, "turn shapes disagree with n_messages"
+        return Conversation(self.seed, self.level, tuple(self.messages), questions)
+
+    # -- user messages
+
+    def user_chat(
+        self, topic: _Topic, shape: _TurnShape, tools: Sequence[_ToolKind]
+    ) -> tuple[Kind, str]:
+        if shape.chitchat:
+            return "chitchat", _fill(self.deck("chit_user", CHITCHAT_USER), 10, 40, self.rng)
+        text = _fill(self.deck(f"{topic.key}_user", topic.user), 10, 50, self.rng)
+        if topic.key not in self.introduced:
+            self.introduced.add(topic.key)
+            text = f"{self.deck('switch', TOPIC_SWITCHES).draw()} {topic.intro} {text}"
+        if tools:
+            request = self.deck(f"ask_{tools[0].name}", TOOL_REQUESTS[tools[0]]).draw()
+            text = f"{text} {request}"
+        return "chat", text
+
+    def fact_message(self, kind: EventKind, plan: _QuestionPlan) -> str:
+        rng = self.rng
+        if kind == "update":
+            assert plan.update is not None
+            lead = self.deck("update_lead", UPDATE_LEADS).draw()
+            return f"{lead} {_fact_sentence(plan.template, plan.owner, plan.update)}"
+        if kind == "distractor":
+            assert plan.distractor is not None
+            owner, value = plan.distractor
+        else:
+            owner, value = plan.owner, plan.value
+        parts = [self.deck("fact_lead", FACT_LEADS).draw()]
+        parts.append(_fact_sentence(plan.template, owner, value))
+        if rng.random() < 0.5:
+            parts.append(self.deck("fact_tail", FACT_TAILS).draw())
+        return " ".join(parts)
+
+    def question_sentence(self, plan: _QuestionPlan) -> str:
+        form = self.deck("qform", QUESTION_FORMS).draw()
+        return form.format(owner=_owner_question(plan.owner), attr=plan.template.attr)
+
+    # -- assistant and tool messages
+
+    def reasoning(self, topic: _Topic, event: _Event | None, tool_fact: bool) -> str:
+        if event is not None and event.kind == "question":
+            return self.deck("reason_q", REASONING_QUESTION).draw()
+        if event is not None and not tool_fact:
+            return self.deck("reason_note", REASONING_NOTE).draw()
+        return _fill(self.deck(f"{topic.key}_reason", topic.reasoning), 20, 100, self.rng)
+
+    def reply(
+        self, topic: _Topic, shape: _TurnShape, event: _Event | None, tool_fact: bool
+    ) -> tuple[Kind, str]:
+        rng = self.rng
+        if event is not None and event.kind == "question":
+            return "chat", self.deck("lookback", LOOK_BACK_REPLIES).draw()
+        if event is not None and not tool_fact:
+            return "chat", self.deck("ack", ACK_REPLIES).draw()
+        if shape.chitchat:
+            return "chitchat", _fill(self.deck("chit_asst", CHITCHAT_ASSISTANT), 10, 50, rng)
+        prefix = ""
+        if tool_fact:
+            prefix = self.deck("notes_done", NOTES_REPLIES).draw()
+        elif shape.tools:
+            prefix = self.deck("tool_done", TOOL_REPLIES).draw()
+        room = _CHAT_TOKENS[1] - count_tokens(prefix) - 1
+        body = _fill(self.deck(f"{topic.key}_asst", topic.assistant), 20, room, rng)
+        return "chat", f"{prefix} {body}".strip()
+
+    def notes(self, plan: _QuestionPlan) -> str:
+        """A notes file that holds the fact as one of its lines."""
+        rng = self.rng
+        path, title = NOTES_FILES[int(rng.integers(len(NOTES_FILES)))]
+        fact = f"- {_fact_sentence(plan.template, plan.owner, plan.value)}"
+        fresh = self.deck("note_line", NOTE_LINES).fresh()
+
+        def line() -> str | None:
+            note = fresh()
+            return None if note is None else f"- {note}"
+
+        head = [f"$ cat {path}", f"# {title}", fact]
+        lines = _fill_parts(head, line, 60, 180, rng, "\n")
+        lines.pop(2)  # the fact goes to a random line below the title
+        lines.insert(2 + int(rng.integers(len(lines) - 1)), fact)
+        return "\n".join(lines)
+
+    def tool_output(self, topic: _Topic, kind: _ToolKind) -> str:
+        if kind is _ToolKind.SEARCH:
+            return self.search(topic)
+        if kind is _ToolKind.LISTING:
+            return self.listing()
+        return self.logs()
+
+    def search(self, topic: _Topic) -> str:
+        query = self.deck(f"{topic.key}_query", topic.queries).draw()
+        fresh = self.deck(f"{topic.key}_result", topic.results).fresh()
+        counter = iter(range(1, len(topic.results) + 1))
+
+        def result() -> str | None:
+            found = fresh()
+            if found is None:
+                return None
+            title = found.split(" - ", 1)[0]
+            slug = "-".join(w for w in "".join(c if c.isalnum() else " " for c in title).split())
+            return f"{next(counter)}. {found}\n   https://www.example.org/{slug.lower()}"
+
+        head = [f'search("{query}")']
+        return "\n".join(_fill_parts(head, result, *_TOOL_TOKENS, self.rng, "\n"))
+
+    def listing(self) -> str:
+        rng = self.rng
+        folder = FOLDERS[int(rng.integers(len(FOLDERS)))]
+        names = self.deck("file", FILE_NAMES).fresh()
+
+        def line() -> str | None:
+            size = int(rng.integers(120, 90000))
+            month = MONTHS[int(rng.integers(12))]
+            day = int(rng.integers(1, 29))
+            name = names()
+            return (
+                None
+                if name is None
+                else f"-rw-r--r--  1 dev  staff  {size:>6} {month} {day:>2} {name}"
+            )
+
+        return "\n".join(_fill_parts([f"$ ls -l {folder}"], line, *_TOOL_TOKENS, rng, "\n"))
+
+    def logs(self) -> str:
+        rng = self.rng
+        service = LOG_SERVICES[int(rng.integers(len(LOG_SERVICES)))]
+        events = self.deck("log", LOG_EVENTS)  # repeats are fine in a log
+        clock = [int(rng.integers(60)), int(rng.integers(60))]  # minute, second
+
+        def line() -> str:
+            clock[1] += int(rng.integers(1, 40))
+            clock[0], clock[1] = (clock[0] + clock[1] // 60) % 60, clock[1] % 60
+            level = ("INFO", "INFO", "INFO", "WARN", "DEBUG")[int(rng.integers(5))]
+            stamp = f"2024-05-14 10:{clock[0]:02d}:{clock[1]:02d}"
+            return f"{stamp} {level} {service}: {events.draw()}"
+
+        head = [f"$ tail -n 20 /var/log/{service}.log"]
+        return "\n".join(_fill_parts(head, line, *_TOOL_TOKENS, rng, "\n"))
+
+
+_TOOL_TOKENS = (60, 250)
+"""Length range of a tool output, in tokens."""
+_CHAT_TOKENS = (10, 120)
+"""Length range of a chat message, in tokens."""
+
+
+# --- text pools ----------------------------------------------------------------------------
+# Filler text avoids the attribute words of the fact templates, so that only planted facts
+# (and their distractors) fully match a question.
+
+
+@dataclass(frozen=True, slots=True)
+class _Topic:
+    """What ordinary chat is about during one phase of the conversation."""
+
+    key: str
+    intro: str
+    user: tuple[str, ...]
+    assistant: tuple[str, ...]
+    reasoning: tuple[str, ...]
+    queries: tuple[str, ...]
+    results: tuple[str, ...]
+
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant in a long-running chat with one user. The user works on "
+    "several things at once and sometimes mentions personal details in passing. Keep track "
+    "of what the user tells you, use the tools when asked, and when the user asks about "
+    "something from earlier, answer from the conversation itself. Be concise and friendly."
+)
+
+TEMPLATES: tuple[_Template, ...] = (
+    _Template("locker code", ("4471", "9130", "5512", "2086", "7345", "3619", "8802")),
+    _Template(
+        "wifi password",
+        ("blue-otter-42", "maple-crane-17", "quiet-falcon-88", "paper-lantern-5", "tidy-walrus-29"),
+    ),
+    _Template("flight number", ("BA 2291", "LH 418", "AF 1127", "KL 1804", "IB 3170", "TP 547")),
+    _Template("hotel room number", ("1408", "512", "2217", "309", "744", "1126")),
+    _Template("dog's name", ("Biscuit", "Pepper", "Juniper", "Waffles", "Rufus", "Noodle")),
+    _Template(
+        "favourite colour",
+        ("teal", "burnt orange", "lavender", "forest green", "mustard yellow", "coral"),
+    ),
+    _Template(
+        "project codename", ("Bluefin", "Kestrel", "Halcyon", "Tamarind", "Nightjar", "Copperleaf")
+    ),
+    _Template(
+        "birthday", ("March 14", "June 2", "October 29", "January 8", "August 21", "December 3")
+    ),
+    _Template("hometown", ("Porto", "Tampere", "Cork", "Bergen", "Trieste", "Hobart", "Mombasa")),
+    _Template("parking spot", ("B-17", "D-42", "A-9", "F-23", "C-118", "E-6")),
+    _Template(
+        "dentist appointment",
+        (
+            "Tuesday at 3 pm",
+            "Friday at 9:30 am",
+            "Monday at noon",
+            "Thursday at 4:15 pm",
+            "Wednesday at 11 am",
+        ),
+    ),
+    _Template("shoe size", ("42", "38", "44", "39", "45", "41")),
+    _Template("library card number", ("LC-55812", "LC-20934", "LC-71406", "LC-38127", "LC-90263")),
+    _Template(
+        "manager's name",
+        (
+            "Elena Novak",
+            "Daniel Okafor",
+            "Sofia Lindqvist",
+            "Rahul Mehta",
+            "Grace Whitfield",
+            "Marta Kowalski",
+        ),
+    ),
+    _Template(
+        "favourite restaurant",
+        ("Casa Lupo", "The Copper Pot", "Osteria Nonna", "Blue Lotus", "Harbour Grill"),
+    ),
+    _Template("licence plate", ("WD 118 ZT", "LM 52 RKA", "KR 207 JP", "HN 63 VXE", "TB 915 LC")),
+    _Template("bike lock combination", ("318", "0624", "772", "4091", "5560", "1937")),
+    _Template(
+        "wedding anniversary",
+        ("April 11", "September 30", "July 19", "February 27", "November 5"),
+    ),
+    _Template(
+        "usual coffee order",
+        ("an oat flat white", "a double espresso", "a cortado", "an iced americano", "a chai"),
+    ),
+    _Template("cat's name", ("Mochi", "Luna", "Tofu", "Pickles", "Saffron", "Ziggy")),
+    _Template(
+        "gym membership number", ("GM-40117", "GM-22853", "GM-67310", "GM-15498", "GM-80026")
+    ),
+    _Template(
+        "emergency contact",
+        ("Laura Bennett", "Omar Haddad", "Chloe Martin", "Yusuf Demir", "Hannah Reyes"),
+    ),
+    _Template(
+        "favourite band",
+        (
+            "Velvet Static",
+            "Northern Hollow",
+            "Glass Harbour",
+            "The Tin Orchards",
+            "Moonlit Engines",
+        ),
+    ),
+    _Template(
+        "trip budget", ("1,800 euros", "2,400 dollars", "950 pounds", "3,100 euros", "1,250 francs")
+    ),
+    _Template("apartment number", ("12B", "4A", "31", "7C", "19D", "208")),
+)
+"""Fact templates ("{Owner} {attr} is {value}."), each with a pool of at least five values."""
+
+OWNER_NAMES: tuple[str, ...] = (
+    "Maria", "Tom", "Priya", "Kenji", "Lucas", "Amara", "Fatima",
+    "Oliver", "Ines", "Jonas", "Mei", "Diego", "Nadia", "Felix",
+)  # fmt: skip
+"""Other people a fact may be about (distinct within an episode)."""
+
+GREETINGS: tuple[str, ...] = (
+    "Hi there!",
+    "Good morning.",
+    "Hey, hope you're well.",
+    "Hello again.",
+    "Hi, I could use a hand today.",
+)
+
+FACT_LEADS: tuple[str, ...] = (
+    "Before I forget, let me jot something down here.",
+    "Unrelated, but I want this written down somewhere.",
+    "Small thing to keep in mind for later.",
+    "Putting this here so it doesn't get lost.",
+    "One more detail while I think of it.",
+    "Random aside before we continue.",
+    "Just so it's on record somewhere.",
+)
+FACT_TAILS: tuple[str, ...] = (
+    "Anyway, back to the main thing.",
+    "No need to do anything with it right now.",
+    "Okay, let's continue.",
+    "That's all, carry on.",
+)
+UPDATE_LEADS: tuple[str, ...] = (
+    "Correction to something from before, it changed.",
+    "Scratch what I told you earlier, there was a change.",
+    "Quick update on an earlier detail, the old one is wrong now.",
+    "Actually, I have to correct myself on something.",
+)
+ACK_REPLIES: tuple[str, ...] = (
+    "Noted, I'll keep that in mind.",
+    "Got it, thanks for letting me know.",
+    "Understood. Let me know when you want to pick the main task back up.",
+    "Thanks, I've made a mental note of that.",
+    "Okay, noted. Shall we continue where we left off?",
+)
+QUESTION_LEADS: tuple[str, ...] = (
+    "Okay, different thing.",
+    "Quick question before we move on.",
+    "I need something from earlier.",
+    "Sorry, my memory is terrible today.",
+    "Hold on, something just came up.",
+)
+QUESTION_FORMS: tuple[str, ...] = (
+    "What is {owner} {attr}?",
+    "Can you remind me what {owner} {attr} is?",
+    "What was {owner} {attr} again?",
+    "Do you remember what {owner} {attr} is?",
+)
+LOOK_BACK_REPLIES: tuple[str, ...] = (
+    "Let me look back through our conversation.",
+    "Let me check what you told me earlier.",
+    "One moment, I'll look back at what we discussed.",
+    "Let me scroll back and find that for you.",
+)
+REASONING_QUESTION: tuple[str, ...] = (
+    "The user is asking about a detail mentioned earlier. I should find the exact message "
+    "where it came up, and check whether it was corrected later, before answering.",
+    "This refers back to something from earlier in the chat. The safest approach is to find "
+    "the most recent mention and quote it rather than guess.",
+)
+NOTES_REPLIES: tuple[str, ...] = (
+    "I've opened the notes file; its contents are above.",
+    "Here are your notes as they are saved.",
+    "The notes file is printed above, unchanged.",
+)
+NOTES_FILES: tuple[tuple[str, str], ...] = (
+    ("~/notes/personal.md", "Personal"),
+    ("~/notes/misc.md", "Misc"),
+    ("~/notes/todo.md", "To do and reminders"),
+    ("~/Documents/notes.txt", "Notes"),
+)
+NOTE_LINES: tuple[str, ...] = (
+    "buy printer paper and batteries",
+    "call the bank about the new statement",
+    "water the plants on the balcony",
+    "return the borrowed ladder to the neighbours",
+    "renew the insurance before the end of the month",
+    "send the slides to the team by Friday",
+    "book a haircut",
+    "pick up the dry cleaning",
+    "check the train times for the weekend",
+    "reply to the invitation from the book club",
+    "order new ink for the printer",
+    "look into a cheaper phone plan",
+    "back up the laptop",
+    "cancel the unused streaming trial",
+)
+TOOL_REQUESTS: Mapping[_ToolKind, tuple[str, ...]] = MappingProxyType(
+    {
+        _ToolKind.SEARCH: (
+            "Could you look that up for me?",
+            "Please run a quick search and show me what comes back.",
+            "Can you search the web for a second opinion?",
+        ),
+        _ToolKind.LISTING: (
+            "Can you list the files we have so far?",
+            "Could you show me what's in the folder?",
+            "Can you check which files are there?",
+        ),
+        _ToolKind.LOGS: (
+            "Can you check the recent logs while we talk?",
+            "Could you tail the logs, just in case?",
+            "Can you see if the logs say anything odd?",
+        ),
+        _ToolKind.NOTES: (
+            "Also, can you open my notes file and read it back to me?",
+            "Could you pull up my notes from last week while you're at it?",
+            "Can you cat my notes file so we both have it in front of us?",
+        ),
+    }
+)
+"""What the user says to ask for each tool output (the first of the turn)."""
+TOPIC_SWITCHES: tuple[str, ...] = (
+    "Changing the subject.",
+    "Different topic now.",
+    "Okay, switching to something else.",
+    "Let's move on to the other thing on my list.",
+)
+REASONING_NOTE: tuple[str, ...] = (
+    "The user is sharing a personal detail that has nothing to do with the current task. "
+    "I should acknowledge it briefly and not dwell on it.",
+    "This is an aside rather than a request. A short acknowledgement is enough, then I can "
+    "return to the main topic when the user is ready.",
+    "Nothing to do here except confirm that I saw it.",
+)
+TOOL_REPLIES: tuple[str, ...] = (
+    "Here's what came back.",
+    "I ran that; the output is above.",
+    "Done, the results are above.",
+    "I checked, and here is my take.",
+)
+CHITCHAT_USER: tuple[str, ...] = (
+    "How's your day going?",
+    "The weather here has been strange all week.",
+    "I finally slept properly last night.",
+    "My neighbour started learning the trumpet, so that's fun.",
+    "I had the best croissant this morning.",
+    "Do you ever get tired of all these questions?",
+    "It's so quiet in the office today.",
+    "I watched a documentary about octopuses yesterday.",
+    "I think I need a holiday soon.",
+    "Sorry, I got distracted for a minute there.",
+    "The trains were late again this morning.",
+    "I just made tea, back in a second.",
+)
+CHITCHAT_ASSISTANT: tuple[str, ...] = (
+    "Ha, that sounds like quite a morning.",
+    "Glad to hear it! A good night's sleep changes everything.",
+    "That sounds lovely.",
+    "Octopuses really are remarkable creatures.",
+    "No worries at all, take your time.",
+    "A short break now and then helps a lot.",
+    "I'm always happy to help, so ask away.",
+    "Enjoy the tea!",
+    "That's a fun thing to look forward to.",
+)
+FOLDERS: tuple[str, ...] = ("~/projects/app", "~/Documents/drafts", "./src", "~/Downloads")
+FILE_NAMES: tuple[str, ...] = (
+    "README.md",
+    "draft_v3.docx",
+    "main.py",
+    "requirements.txt",
+    "summary.csv",
+    "slides_final.pptx",
+    "photo_0412.jpg",
+    "config.yaml",
+    "utils.py",
+    "meeting_notes.md",
+    "budget_sheet.xlsx",
+    "test_main.py",
+    "invoice_march.pdf",
+    "Makefile",
+)
+MONTHS: tuple[str, ...] = (
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+)  # fmt: skip
+LOG_SERVICES: tuple[str, ...] = ("api", "worker", "scheduler", "sync")
+LOG_EVENTS: tuple[str, ...] = (
+    "request completed in 182 ms",
+    "cache warmed with 2048 entries",
+    "retrying connection to the database (attempt 2)",
+    "job batch-77 finished, 14 items processed",
+    "health check ok",
+    "slow query detected, 1.9 s",
+    "config reloaded",
+    "queue depth at 31",
+    "user session refreshed",
+    "upload finished, 3 files",
+    "memory usage at 71 percent",
+    "scheduled backup started",
+    "rate limit reached for client 42, backing off",
+)
+
+TOPICS: tuple[_Topic, ...] = (
+    _Topic(
+        key="trip",
+        intro="I'm planning a week-long trip to Japan in the autumn and want help with the plan.",
+        user=(
+            "I think we should spend three nights in Kyoto and the rest in Tokyo.",
+            "Is the rail pass actually worth it for that route?",
+            "My partner wants to see the temples, I mostly want good food.",
+            "We land in the evening, so the first day is basically lost.",
+            "Could we fit in a day trip to Nara somewhere?",
+            "I'd like to avoid the most crowded spots if possible.",
+            "What should we pack for October weather?",
+            "Let's keep one day completely unplanned.",
+            "Do we need to reserve seats on the bullet train?",
+            "I read that some museums close on Mondays.",
+            "Maybe we should try a traditional inn for one night.",
+            "Cash or card, what works better there these days?",
+        ),
+        assistant=(
+            "Three nights in Kyoto is a good balance between temples and rest.",
+            "For a single round trip between Tokyo and Kyoto the pass is roughly break-even.",
+            "Nara works well as a day trip from Kyoto, about forty-five minutes by train.",
+            "Early mornings are the best way to avoid crowds at the popular shrines.",
+            "October is usually mild, so layers and a light rain jacket should be enough.",
+            "Reserved seats are cheap and worth it during busy weeks.",
+            "Many museums do close on Mondays, so put the markets on that day instead.",
+            "A night in a ryokan is a memorable experience, with dinner often included.",
+            "Cards are widely accepted now, but keep some cash for small shops and shrines.",
+            "An unplanned day is a great idea; neighbourhoods like Yanaka reward wandering.",
+            "Food halls in department store basements are a great, cheap lunch option.",
+            "Consider a suica card for local trains and convenience stores.",
+        ),
+        reasoning=(
+            "The user is weighing a rail pass against single tickets.",
+            "I should compare the total fare of the planned legs with the pass price.",
+            "They care more about food than sights, so the plan should lean on markets.",
+            "Crowds matter to them, which suggests early starts.",
+            "I need to keep the day trip realistic given train times.",
+        ),
+        queries=("kyoto temples opening hours", "japan rail pass price", "nara day trip"),
+        results=(
+            "Kyoto Travel Guide - Temples open from 9 am; arrive early to avoid crowds.",
+            "Rail Pass Calculator - Compare the pass against individual fares.",
+            "Nara Park - Deer, temples and a short ride from Kyoto station.",
+            "Autumn in Japan - Leaves peak in mid November in Kyoto.",
+            "Forum thread - Is a ryokan worth the price? Mostly yes, say travellers.",
+            "Timetable - Limited express trains run every 15 minutes.",
+        ),
+    ),
+    _Topic(
+        key="report",
+        intro="I have to finish the quarterly sales report by Thursday and I'm behind.",
+        user=(
+            "The numbers for the northern region still look off to me.",
+            "Can we restructure the summary so the key points come first?",
+            "My boss prefers short paragraphs and lots of charts.",
+            "I'm not sure whether to include the returns data at all.",
+            "Revenue is up nine percent but margins went down.",
+            "The appendix is getting way too long.",
+            "Should the forecast go in the main section or at the end?",
+            "I need a better title than 'Q3 Results'.",
+            "Two of the charts show the same thing, I think.",
+            "Let's draft the conclusion next.",
+            "Finance sent a corrected spreadsheet this morning.",
+        ),
+        assistant=(
+            "Leading with the three main findings will make the summary much easier to scan.",
+            "If margins fell while revenue rose, it's worth one sentence explaining why.",
+            "Returns data belongs in the appendix unless it changed the totals noticeably.",
+            "A forecast usually fits best right after the results, before the risks.",
+            "You could merge the two similar charts into one with both series.",
+            "A title like 'Growth with Pressure on Margins' tells the story up front.",
+            "Short paragraphs with one idea each will suit your boss's preference.",
+            "Trimming the appendix to tables people actually reference will help.",
+            "Let's compare the corrected spreadsheet with the draft figures first.",
+            "For the conclusion, restate the main result and the one action you recommend.",
+            "Regional differences are clearer as a small table than as prose.",
+        ),
+        reasoning=(
+            "The draft mixes results and interpretation, which makes it hard to skim.",
+            "The margin decline needs context, otherwise it reads as a problem.",
+            "I should suggest a structure before rewriting sentences.",
+            "The corrected spreadsheet may change the regional totals.",
+            "Charts should each answer one question.",
+        ),
+        queries=("executive summary structure", "sales report chart types", "margin analysis"),
+        results=(
+            "How to Write an Executive Summary - Lead with conclusions, then evidence.",
+            "Choosing Charts - Bar charts for comparison, lines for trends over time.",
+            "Margin Analysis Basics - Separate price effects from cost effects.",
+            "Report Templates - A one-page summary followed by detailed sections.",
+            "Style Guide - Keep paragraphs under five sentences.",
+            "Forecasting in Reports - Show ranges, not single numbers.",
+        ),
+    ),
+    _Topic(
+        key="debug",
+        intro="A small Python service I maintain keeps crashing overnight and I can't see why.",
+        user=(
+            "It only fails after running for several hours.",
+            "Memory seems to grow slowly until the container gets killed.",
+            "We added a caching layer two weeks ago, which is suspicious.",
+            "The stack trace points at the database client.",
+            "Restarting fixes it for a while, obviously.",
+            "I'm not sure how to profile it in production safely.",
+            "Could it be the thread pool never shrinking?",
+            "The tests all pass locally, which is annoying.",
+            "Maybe we should add more logging around the workers.",
+            "Let's try to reproduce it with a load test.",
+            "The timeouts started around the same time as the upgrade.",
+        ),
+        assistant=(
+            "Slow growth over hours often points to an unbounded cache or a leaked reference.",
+            "It would help to cap the cache size and see whether the growth stops.",
+            "A sampling profiler can run in production with very little overhead.",
+            "Thread pools usually don't shrink by themselves unless configured to.",
+            "Logging the cache size and the open connections every minute would be revealing.",
+            "A load test with the overnight traffic pattern is a good way to reproduce it.",
+            "If the database client holds connections, check the pool settings first.",
+            "Compare the dependency versions before and after the upgrade.",
+            "Tests pass locally because they don't run long enough to show the leak.",
+            "Let's look at where the cache entries are created and whether they expire.",
+            "A heap snapshot taken before and after a few hours would show what grows.",
+        ),
+        reasoning=(
+            "The slow memory growth suggests a leak rather than a single spike.",
+            "The caching layer is the most recent change, so I should start there.",
+            "Reproducing the failure quickly matters more than guessing.",
+            "The database client may be holding connections open.",
+            "Profiling in production needs to be low-overhead.",
+        ),
+        queries=("python memory leak cache", "sampling profiler production", "connection pool"),
+        results=(
+            "Finding Memory Leaks in Python - Use tracemalloc to compare snapshots.",
+            "py-spy - A sampling profiler that attaches to a running process.",
+            "Connection Pool Settings - Set a maximum size and recycle idle connections.",
+            "Unbounded Caches - Why every cache needs an eviction policy.",
+            "Issue tracker - Memory grows over time when the client is reused across threads.",
+            "Load Testing Guide - Replay real traffic patterns to find slow failures.",
+        ),
+    ),
+    _Topic(
+        key="moving",
+        intro="We're moving flats at the end of the month and I want to get organised.",
+        user=(
+            "We have way more books than boxes.",
+            "The movers quoted for a full day, which seems like a lot.",
+            "I need to remember to redirect the post.",
+            "Should we paint before or after moving the furniture?",
+            "The new kitchen is smaller, so some things have to go.",
+            "I'd like to sell the old sofa rather than move it.",
+            "Internet installation takes two weeks, apparently.",
+            "Let's make a checklist for the last week.",
+            "My partner wants to label every single box.",
+            "We still have to clean the old place for the deposit.",
+            "The lift in the new building is tiny.",
+        ),
+        assistant=(
+            "Painting before the furniture arrives is much easier and faster.",
+            "Booking the internet installation now means it's ready soon after you arrive.",
+            "Labelling boxes by room saves a lot of time when unpacking.",
+            "Selling the sofa online a couple of weeks ahead usually works well.",
+            "A checklist for the last week could start with utilities and the post.",
+            "Measure the lift before moving day so nothing large gets stuck.",
+            "Cleaning the old place right after the movers leave is the usual approach.",
+            "Books pack best in small boxes, otherwise they get too heavy.",
+            "A full-day quote is normal if stairs or a small lift are involved.",
+            "Decide what to give away before packing the kitchen.",
+        ),
+        reasoning=(
+            "The user has a fixed deadline, so the order of tasks matters.",
+            "Some tasks have long lead times, like the internet installation.",
+            "The small lift may limit what furniture can be moved.",
+            "Getting the deposit back depends on the cleaning.",
+        ),
+        queries=("moving checklist", "redirect post service", "how to pack books"),
+        results=(
+            "The Ultimate Moving Checklist - Eight weeks to go, four weeks to go, moving day.",
+            "Redirect Your Post - Set it up at least a week before you move.",
+            "Packing Tips - Small boxes for books, towels for fragile items.",
+            "Selling Furniture Online - Good photos and honest descriptions sell faster.",
+            "End of Tenancy Cleaning - What landlords usually check.",
+            "Moving Day Tips - Keep an essentials box with kettle, snacks and chargers.",
+        ),
+    ),
+    _Topic(
+        key="talk",
+        intro="I'm giving a twenty-minute talk at a conference next month and need to prepare.",
+        user=(
+            "The slides are mostly text right now.",
+            "I tend to talk too fast when I'm nervous.",
+            "Should I start with a story or with the main result?",
+            "There's a Q&A at the end, which worries me.",
+            "I have forty slides, which is probably too many.",
+            "My demo might fail on the conference wifi.",
+            "Let's work on the opening minute.",
+            "The audience is mostly engineers, some managers.",
+            "I want one memorable takeaway.",
+            "How do I handle a question I can't answer?",
+            "I rehearsed yesterday and ran five minutes over.",
+        ),
+        assistant=(
+            "For twenty minutes, around fifteen slides is a comfortable number.",
+            "Starting with a short story and then the main result hooks both groups.",
+            "Recording the demo as a backup video removes the risk on the day.",
+            "Pausing at the end of each slide naturally slows your pace.",
+            "For a question you can't answer, say so and offer to follow up afterwards.",
+            "Replacing text with one image or number per slide makes them easier to follow.",
+            "A single takeaway repeated at the start and the end tends to stick.",
+            "If you ran five minutes over, cut a section rather than speaking faster.",
+            "Engineers like concrete examples, managers like the impact, so show both.",
+            "Practising the first minute until it's automatic helps with nerves.",
+        ),
+        reasoning=(
+            "The main issue is too much content for the time slot.",
+            "The mixed audience means the talk needs both detail and a clear message.",
+            "Nerves and speed are linked, so structure can help with both.",
+            "A fallback for the demo is essential.",
+        ),
+        queries=("conference talk structure", "slide design tips", "handling q&a nerves"),
+        results=(
+            "Giving a Great Technical Talk - One idea per slide, practise out loud.",
+            "Slide Design - Fewer words, larger fonts, one image.",
+            "Handling Q&A - Repeat the question, answer briefly, offer follow-ups.",
+            "Live Demos - Always have a recorded fallback.",
+            "Public Speaking - Breathing exercises before going on stage.",
+            "Timing Your Talk - Plan for two minutes less than your slot.",
+        ),
+    ),
+    _Topic(
+        key="garden",
+        intro="I want to turn the patch behind the house into a small vegetable garden.",
+        user=(
+            "The soil is mostly clay and stays wet for days.",
+            "It only gets sun in the afternoon.",
+            "I'd like tomatoes, beans and some herbs.",
+            "Slugs destroyed everything I planted last year.",
+            "Should I build raised beds or dig directly?",
+            "I have no idea when to start the seeds.",
+            "Is compost from the garden centre good enough?",
+            "My kids want to grow pumpkins.",
+            "Watering every day isn't realistic for me.",
+            "Let's sketch a simple layout.",
+            "How far apart should the rows be?",
+        ),
+        assistant=(
+            "Raised beds are a good fix for heavy clay that stays wet.",
+            "Afternoon sun is enough for beans and most herbs; tomatoes prefer more.",
+            "Start tomato seeds indoors about six weeks before the last frost.",
+            "Copper tape and beer traps help a lot against slugs.",
+            "Bagged compost is fine, especially mixed into the top layer.",
+            "Pumpkins need space, so give them a corner where they can sprawl.",
+            "A soaker hose on a timer solves the daily watering problem.",
+            "A simple layout puts tall plants on the north side so they don't shade others.",
+            "Mulch keeps moisture in, so you can water less often.",
+            "Herbs like thyme and rosemary cope well with dry spells.",
+        ),
+        reasoning=(
+            "Clay soil and limited sun constrain what will grow well.",
+            "The slug problem needs to be solved before planting seedlings.",
+            "Low maintenance matters because daily watering isn't realistic.",
+            "The kids' pumpkins need a lot of space.",
+        ),
+        queries=("raised bed clay soil", "slug control organic", "when to sow tomatoes"),
+        results=(
+            "Gardening on Clay - Raised beds and organic matter improve drainage.",
+            "Organic Slug Control - Barriers, traps and encouraging predators.",
+            "Sowing Calendar - Tomatoes indoors in March, beans outdoors in May.",
+            "Companion Planting - Basil next to tomatoes, marigolds at the edges.",
+            "Watering Guide - Deep watering twice a week beats a daily sprinkle.",
+            "Growing Pumpkins - Each plant needs about two square metres.",
+        ),
+    ),
+)
+"""Chat topics; a conversation moves through two or three of them."""
