@@ -227,10 +227,6 @@ class _Event:
     """Index into the question plans."""
 
 
-def _pick(rng: np.random.Generator, items: Sequence[str]) -> str:
-    return items[int(rng.integers(len(items)))]
-
-
 def _plan_questions(rng: np.random.Generator, spec: LevelSpec) -> list[_QuestionPlan]:
     chosen = rng.choice(len(TEMPLATES), size=spec.n_questions, replace=False)
     names = [str(n) for n in rng.permutation(OWNER_NAMES)]
