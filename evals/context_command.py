@@ -224,9 +224,10 @@ def _reader(
         return
     if label.startswith("hf:"):
         try:
-            yield hf_reader(label.removeprefix("hf:"))
-        except (ImportError, ValueError, OSError) as error:
+            built = hf_reader(label.removeprefix("hf:"))
+        except (ImportError, ValueError, OSError, RuntimeError) as error:
             raise ContextEvalError(f"--reader {label}: {error}") from None
+        yield built
         return
     if args.model and label == args.model:
         yield ChatReader(_client(agent_base, args.api_key_var, args.timeout_s), agent_name or label)
@@ -264,7 +265,7 @@ def print_context_tables(results: list[dict[str, Any]]) -> None:
         table.add_column("agent", no_wrap=True)
         if not one_reader:
             table.add_column("reader", no_wrap=True)
-        for header in ("n", "ROUGE-L", "facts", "OOM", "blocks", "recalls", "reward ±95%"):
+        for header in ("n", "ROUGE-L", "exact", "facts", "OOM", "blocks", "recalls", "reward ±95%"):
             table.add_column(header, justify="right", no_wrap=True)
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for r in rows:
@@ -278,13 +279,14 @@ def print_context_tables(results: list[dict[str, Any]]) -> None:
             failed = len(group) - len(ok)
             names = [agent] if one_reader else [agent, reader]
             if not ok:
-                table.add_row(*names, f"0 ({failed} failed)", *["-"] * 6)
+                table.add_row(*names, f"0 ({failed} failed)", *["-"] * 7)
                 continue
             reward, reward_half = mean_ci([r["reward"] for r in ok])
             table.add_row(
                 *names,
                 f"{len(ok)}" + (f" ({failed} failed)" if failed else ""),
                 f"{_mean([r['metrics']['rouge_l'] for r in ok]):.3f}",
+                f"{_mean([r['metrics']['value_accuracy'] for r in ok]):.2f}",
                 f"{_mean([r['metrics']['facts_visible'] for r in ok]):.2f}",
                 f"{_mean([r['metrics']['oom_events'] for r in ok]):.1f}",
                 f"{_mean([r['metrics']['mean_active_blocks'] for r in ok]):.1f}",

@@ -34,8 +34,17 @@ def extractive_reader(episode: ContextEpisode, question: str) -> str:
 
 
 def hf_reader(path: str) -> Reader:
+    """`path` is a Hugging Face model directory, a `.gguf` file or a `local:` model (GGUF files
+    are converted once into a cached HF directory)."""
+    from kv_cache_env.context.gguf_import import gguf_to_hf
     from kv_cache_env.context.hf_reader import HfReader
 
+    from .local_model import is_local, model_path
+
+    if is_local(path):
+        path = str(gguf_to_hf(model_path(path)))
+    elif path.endswith(".gguf"):
+        path = str(gguf_to_hf(path))
     model = HfReader(path)
 
     def read(episode: ContextEpisode, question: str) -> str:
@@ -128,6 +137,9 @@ def context_metrics(record: ContextRecord) -> dict[str, float]:
     questions = record.questions
     return {
         "rouge_l": sum(q.rouge_l for q in questions) / len(questions) if questions else 0.0,
+        "value_accuracy": (
+            sum(q.value_correct for q in questions) / len(questions) if questions else 0.0
+        ),
         "facts_visible": (
             sum(q.fact_visible for q in questions) / len(questions) if questions else 0.0
         ),

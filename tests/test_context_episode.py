@@ -12,7 +12,12 @@ from evals.context_policies import CONTEXT_POLICIES
 from kv_cache_env.agent import ToolCall
 from kv_cache_env.context.agent import call_context_tool, render_context
 from kv_cache_env.context.conversation import LEVELS, generate_conversation, turns
-from kv_cache_env.context.episode import ActionError, ContextEpisode, ContextRecord
+from kv_cache_env.context.episode import (
+    ActionError,
+    ContextEpisode,
+    ContextRecord,
+    answer_has_value,
+)
 from rubrics.context import CONTEXT_COMPONENTS, context_score
 
 
@@ -64,6 +69,7 @@ def test_the_oracle_keeps_every_fact_and_tops_the_baselines() -> None:
     for level in LEVELS:
         oracle = [play("oracle", level, seed) for seed in range(4)]
         assert all(q.fact_visible for r in oracle for q in r.questions)
+        assert all(q.value_correct for r in oracle for q in r.questions)
         assert all(r.oom_events == 0 for r in oracle)
         best = sum(context_score(r)[1] for r in oracle)
         for name in ("noop", "trt-lru", "sliding-window", "sink-recent"):
@@ -146,6 +152,13 @@ def test_tool_calls_apply_or_report_errors_without_crashing() -> None:
             _skip(finished)
         finished.close()
         finished.evict_blocks([0])
+
+
+def test_exact_value_check() -> None:
+    key = "Jonas's licence plate is WD 118 ZT"
+    assert answer_has_value("His plate is wd 118 zt.", key)
+    assert not answer_has_value("Jonas's licence plate is WD 118 ZQ", key)
+    assert not answer_has_value("anything", "no value here is ")
 
 
 def test_a_question_needs_an_answer() -> None:

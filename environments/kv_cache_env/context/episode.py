@@ -81,6 +81,9 @@ class QuestionResult:
     rouge_l: float
     fact_visible: bool
     """Whether every token of the answer-bearing message was visible when asked."""
+    value_correct: bool
+    """Whether the answer contains the key's value (the part after its last " is "): ROUGE-L
+    gives a distractor's or a stale value most of the credit, this does not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,7 @@ class ContextRecord:
                     "reference": q.reference,
                     "rouge_l": q.rouge_l,
                     "fact_visible": q.fact_visible,
+                    "value_correct": q.value_correct,
                 }
                 for q in self.questions
             ],
@@ -139,6 +143,13 @@ class ContextRecord:
         questions = tuple(QuestionResult(**q) for q in raw.pop("questions"))  # type: ignore[arg-type,union-attr]
         active = tuple(raw.pop("active_blocks"))  # type: ignore[arg-type]
         return cls(questions=questions, active_blocks=active, **raw)  # type: ignore[arg-type]
+
+
+def answer_has_value(answer: str, reference: str) -> bool:
+    """Whether `answer` names the value of the answer key `reference` ("... is VALUE"),
+    ignoring case and surrounding punctuation."""
+    value = reference.rpartition(" is ")[2].strip(" .").lower()
+    return bool(value) and value in answer.lower()
 
 
 class ActionError(ValueError):
@@ -372,6 +383,7 @@ class ContextEpisode:
                     reference=question.answer,
                     rouge_l=rouge_l(answer, question.answer),
                     fact_visible=self.cache.fully_resident(fact),
+                    value_correct=answer_has_value(answer, question.answer),
                 )
             )
         self._n.active_blocks.append(self.cache.active_blocks)
