@@ -12,12 +12,12 @@ every event the deque is exactly `BlockCache.resident_messages()`.
 
 Turns (the pairing rule): a user message (role "user", kind not "recalled") is answered by the
 first later assistant message that is not a reasoning span or a recalled turn, unless another
-such user message arrives first. In that case it is superseded and never answered. Tool output, reasoning and recalled messages
-in between do not break a turn. The rule makes turns one-to-one: each assistant answers at most
-one user. It also means only the latest user can be waiting for an answer. That matters for the
-single orphan slot below: a second orphan overwrites the first only when the first was
-superseded and so could never complete. The overwrite is counted and logged, but no completable
-turn is lost.
+such user message arrives first. In that case it is superseded and never answered. Tool output,
+reasoning and recalled messages in between do not break a turn. The rule makes turns one-to-one:
+each assistant answers at most one user. It also means only the latest user can be waiting for
+an answer. That matters for the single orphan slot below: a second orphan overwrites the first
+only when the first was superseded and so could never complete. The overwrite is counted and
+logged, but no completable turn is lost.
 
 Archival phases, run in this order on every event. E is the set of messages that leave the
 deque in this event.
