@@ -109,6 +109,8 @@ class PolicyServer:
         self.provider_cache = ProviderCache()
         self.anthropic_log: list[dict[str, Any]] = []
         """Per Messages request: breakpoint unit indices, unit count, usage."""
+        self.chat_marks: list[list[int]] = []
+        """Per chat-completions request: indices of messages carrying `cache_control`."""
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
@@ -229,6 +231,13 @@ class PolicyServer:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ValueError("'messages' must be a non-empty list")
+        marks = [i for i, m in enumerate(messages) if _count_marks(m)]
+        if len(marks) > 4:
+            raise ValueError(
+                f"A maximum of 4 blocks with cache_control may be provided. Found {len(marks)}."
+            )
+        with self._lock:
+            self.chat_marks.append(marks)
         users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
         if not users:
             raise ValueError("no user message to read an observation from")

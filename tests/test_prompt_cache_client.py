@@ -120,6 +120,23 @@ def test_anthropic_path_plays_like_the_openai_path_and_can_turn_caching_off() ->
     assert off_transcript["prompt_cache"] == "off"
 
 
+def test_openai_compatible_path_sends_cache_control_on_the_tier_plan() -> None:
+    with PolicyServer("lru") as server:
+        plain, _ = run_episode(ModelSpec(name="lru", base_url=server.base_url))
+        assert all(marks == [] for marks in server.chat_marks)
+        server.chat_marks.clear()
+        tiered, transcript = run_episode(
+            ModelSpec(name="lru", base_url=server.base_url, prompt_cache=True)
+        )
+        sent = list(server.chat_marks)
+    assert tiered["record"] == plain["record"]
+    assert transcript["prompt_cache"] == "tiers"
+    planner = TierPlanner()
+    shapes = list(requests_of(load_like(transcript)))
+    assert sent == [planner.plan(shape, tools_tokens(TOOLS)) for shape in shapes]
+    assert any(len(marks) > 1 for marks in sent)  # history reached a cached tier
+
+
 def test_prompt_cache_defaults() -> None:
     assert not ModelSpec(name="m").uses_tiers
     assert ModelSpec(name="m", base_url="https://openrouter.ai/api/v1").uses_tiers
