@@ -291,7 +291,7 @@ def print_context_tables(results: list[dict[str, Any]]) -> None:
                 f"{_mean([r['metrics']['oom_events'] for r in ok]):.1f}",
                 f"{_mean([r['metrics']['mean_active_blocks'] for r in ok]):.1f}",
                 f"{_mean([r['metrics']['recalls'] for r in ok]):.1f}",
-                f"{reward:+.3f}±{reward_half:.3f}",
+                f"{reward:+.3f}±{reward_half:.2f}",
             )
         console.print(table)
 
