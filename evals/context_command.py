@@ -72,14 +72,14 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
     args.out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     with ExitStack() as stack:
-        agent_client = None
+        agent_key = ""
         agent_name = args.model
         agent_base = args.base_url
         if args.model:
             agent_name, agent_base = stack.enter_context(
                 _endpoint(args.model, args.base_url, args.out)
             )
-            agent_client = _client(agent_base, args.api_key_var, args.timeout_s)
+            agent_key = _api_key(agent_base, args.api_key_var)
         reader_label = args.reader or (args.model if args.model else "extractive")
         reader = stack.enter_context(_reader(args, reader_label, agent_name, agent_base))
         agents = [args.model] if args.model else args.policies
@@ -96,19 +96,10 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             for level, agent, seed in jobs:
                 progress.update(task, description=f"{level} {agent} seed {seed}")
                 if args.model:
-                    result = _play_model(
-                        args, agent_client, agent_name or "", reader, reader_label, level, seed
-                    )
+                    endpoint = (agent_base, agent_key, agent_name or "")
+                    result = _play_model(args, endpoint, reader, reader_label, level, seed)
                 else:
-                    record = play_policy(agent, level, seed, reader, max_blocks=args.max_blocks)
-                    result = context_result(
-                        agent=agent,
-                        reader=reader_label,
-                        level=level,
-                        seed=seed,
-                        record=record,
-                        weights=args.weights,
-                    )
+                    result = _play_baseline(args, agent, reader, reader_label, level, seed)
                 results.append(result)
                 sink.write(dumps(result) + "\n")
                 sink.flush()
@@ -135,10 +126,33 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
     return results
 
 
+def _play_baseline(
+    args: ContextEvalArgs, agent: str, reader: Reader, reader_label: str, level: str, seed: int
+) -> dict[str, Any]:
+    """One baseline episode; a reader that fails (endpoint down, model error) fails the
+    episode, which is recorded, not the run."""
+    import openai
+
+    try:
+        record = play_policy(agent, level, seed, reader, max_blocks=args.max_blocks)
+    except (openai.OpenAIError, TimeoutError, RuntimeError) as error:
+        message = f"{type(error).__name__}: {error}"[:500]
+        return context_result(
+            agent=agent, reader=reader_label, level=level, seed=seed, record=None, error=message
+        )
+    return context_result(
+        agent=agent,
+        reader=reader_label,
+        level=level,
+        seed=seed,
+        record=record,
+        weights=args.weights,
+    )
+
+
 def _play_model(
     args: ContextEvalArgs,
-    client: Any,
-    model: str,
+    endpoint: tuple[str | None, str, str],
     reader: Reader,
     reader_label: str,
     level: str,
@@ -146,21 +160,30 @@ def _play_model(
 ) -> dict[str, Any]:
     import openai
 
+    from kv_cache_env.agent import Transcript
     from kv_cache_env.context.agent import play_context_episode
     from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
 
-    chat = openai_chat(client, model)
+    base_url, key, model = endpoint
     agent = args.model or model
     with ContextEpisode(generate_conversation(seed, level), max_blocks=args.max_blocks) as episode:
 
-        async def read(context: str, question: str) -> str:
-            if isinstance(reader, ChatReader):
-                return await reader.answer(context, question)
-            return reader(episode, question)
+        async def play() -> Transcript:
+            # One client per event loop: a client must not outlive the loop it was used in.
+            async with openai.AsyncOpenAI(
+                api_key=key, base_url=base_url, timeout=args.timeout_s, max_retries=4
+            ) as client:
+
+                async def read(context: str, question: str) -> str:
+                    if isinstance(reader, ChatReader):
+                        return await reader.answer(client, context, question)
+                    return reader(episode, question)
+
+                return await play_context_episode(episode, openai_chat(client, model), read)
 
         try:
-            transcript = asyncio.run(play_context_episode(episode, chat, read))
-        except (openai.OpenAIError, TimeoutError, EmptyReplyError) as error:
+            transcript = asyncio.run(play())
+        except (openai.OpenAIError, TimeoutError, EmptyReplyError, RuntimeError) as error:
             message = f"{type(error).__name__}: {error}"[:500]
             return context_result(
                 agent=agent, reader=reader_label, level=level, seed=seed, record=None, error=message
@@ -181,18 +204,16 @@ def _play_model(
     return result
 
 
-def _client(base_url: str | None, api_key_var: str, timeout_s: float) -> Any:
-    from openai import AsyncOpenAI
-
+def _api_key(base_url: str | None, api_key_var: str) -> str:
+    """The key from the environment; a loopback endpoint needs none. Never written anywhere."""
     from .model_eval import LOOPBACK_PREFIXES
 
     key = os.environ.get(api_key_var)
-    if not key:
-        if base_url and base_url.startswith(LOOPBACK_PREFIXES):
-            key = "not-needed"
-        else:
-            raise ContextEvalError(f"environment variable {api_key_var} is not set")
-    return AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s, max_retries=4)
+    if key:
+        return key
+    if base_url and base_url.startswith(LOOPBACK_PREFIXES):
+        return "not-needed"
+    raise ContextEvalError(f"environment variable {api_key_var} is not set")
 
 
 @contextmanager
@@ -230,10 +251,11 @@ def _reader(
         yield built
         return
     if args.model and label == args.model:
-        yield ChatReader(_client(agent_base, args.api_key_var, args.timeout_s), agent_name or label)
+        key = _api_key(agent_base, args.api_key_var)
+        yield ChatReader(agent_base, key, agent_name or label, args.timeout_s)
         return
     with _endpoint(label, args.reader_base_url, args.out) as (name, base):
-        yield ChatReader(_client(base, args.api_key_var, args.timeout_s), name)
+        yield ChatReader(base, _api_key(base, args.api_key_var), name, args.timeout_s)
 
 
 @contextmanager

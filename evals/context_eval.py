@@ -12,7 +12,6 @@ metrics and the full record.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,26 +54,47 @@ def hf_reader(path: str) -> Reader:
 
 @dataclass
 class ChatReader:
-    """A chat model as the reader: the visible context as text, then the question."""
+    """A chat model as the reader: the visible context as text, then the question.
 
-    client: Any
-    """An `openai.AsyncOpenAI` (or compatible)."""
+    `__call__` (policy runs) uses a synchronous client; the LLM agent loop calls `answer` with
+    the asynchronous client of its own event loop (a client must not outlive its loop)."""
+
+    base_url: str | None
+    api_key: str
     model: str
+    timeout_s: float = 120.0
     max_tokens: int = 64
+    _sync: Any = None
 
-    async def answer(self, context: str, question: str) -> str:
-        response = await self.client.chat.completions.create(
-            model=self.model,
-            messages=reader_messages(context, question),  # type: ignore[arg-type]
-            max_tokens=self.max_tokens,
-            temperature=0,
-        )
-        if not response.choices:
-            return ""
-        return (response.choices[0].message.content or "").strip()
+    async def answer(self, client: Any, context: str, question: str) -> str:
+        response = await client.chat.completions.create(**self._request(context, question))
+        return _reply_text(response)
 
     def __call__(self, episode: ContextEpisode, question: str) -> str:
-        return asyncio.run(self.answer(episode.visible_text(), question))
+        if self._sync is None:
+            import openai
+
+            self._sync = openai.OpenAI(
+                api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s
+            )
+        response = self._sync.chat.completions.create(
+            **self._request(episode.visible_text(), question)
+        )
+        return _reply_text(response)
+
+    def _request(self, context: str, question: str) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "messages": reader_messages(context, question),
+            "max_tokens": self.max_tokens,
+            "temperature": 0,
+        }
+
+
+def _reply_text(response: Any) -> str:
+    if not response.choices:
+        return ""
+    return (response.choices[0].message.content or "").strip()
 
 
 def play_policy(

@@ -26,6 +26,7 @@ from openai import AsyncOpenAI
 from kv_cache_env.agent import ChatFn, play_episode
 from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
 from kv_cache_env.sim import Simulator
+from kv_cache_env.tools import TOOLS
 
 from .jobs import EpisodeJob
 from .prompt_cache.chat import anthropic_chat, openai_cached_chat
@@ -149,6 +150,7 @@ async def run_model_episode(
         "api": spec.api,
         "prompt_cache": "tiers" if spec.uses_tiers else "off",
         "history_turns": spec.history_turns,
+        "tools": TOOLS,
         "messages": transcript.messages,
         "usage": transcript.usage.as_dict(),
     }

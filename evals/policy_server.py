@@ -164,14 +164,18 @@ class PolicyServer:
             calls = [{"id": "call_0", "type": "function", "function": broken}]
         return calls
 
-    def messages(self, body: Mapping[str, Any], fault: str | None) -> dict[str, Any]:
-        """The Anthropic Messages response for one request (ValueError = HTTP 400)."""
+    def messages(
+        self, body: Mapping[str, Any], fault: str | None, number: int = 0
+    ) -> dict[str, Any]:
+        """The Anthropic Messages response for request `number` (ValueError = HTTP 400)."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ValueError("messages: must be a non-empty list")
         if not isinstance(body.get("max_tokens"), int):
             raise ValueError("max_tokens: Field required")
         units, marks = _anthropic_units(body)
+        _check_tool_results(messages)
+        _check_text_blocks(body)
         with self._lock:
             try:
                 usage = self.provider_cache.serve(units, marks)
@@ -180,7 +184,6 @@ class PolicyServer:
             self.anthropic_log.append(
                 {"breakpoints": marks, "units": len(units), "usage": usage, "body": dict(body)}
             )
-        _check_tool_results(messages)
         last = messages[-1]
         if last.get("role") != "user":
             raise ValueError("the last message must be a user message")
@@ -203,7 +206,7 @@ class PolicyServer:
             blocks.append(
                 {
                     "type": "tool_use",
-                    "id": f"toolu_{self.requests}_{i}",
+                    "id": f"toolu_{number}_{i}",
                     "name": call["function"]["name"],
                     "input": arguments,
                 }
@@ -211,7 +214,7 @@ class PolicyServer:
         if not blocks:
             blocks = [{"type": "text", "text": "noop"}]
         return {
-            "id": f"msg_{self.requests}",
+            "id": f"msg_{number}",
             "type": "message",
             "role": "assistant",
             "model": str(body.get("model", self.policy_name)),
@@ -310,7 +313,7 @@ def _handler_for(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 return
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            _, fault = server.next_fault()
+            number, fault = server.next_fault()
             if fault == "drop":
                 self.close_connection = True
                 self.connection.close()
@@ -328,7 +331,7 @@ def _handler_for(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 if not isinstance(body, dict):
                     raise ValueError("the request body must be a JSON object")
                 if route == "/v1/messages":
-                    response = server.messages(body, fault)
+                    response = server.messages(body, fault, number)
                 else:
                     response = server.complete(body, fault)
             except ValueError as error:
@@ -422,3 +425,16 @@ def _check_tool_results(messages: list[Any]) -> None:
                         f"unexpected tool_use_id {block.get('tool_use_id')!r} in tool_result"
                     )
                 pending.discard(block["tool_use_id"])
+
+
+def _check_text_blocks(body: Mapping[str, Any]) -> None:
+    """Text blocks must hold non-whitespace text (the provider answers 400 otherwise)."""
+    blocks: list[Any] = list(body.get("system") or [])
+    for message in body["messages"]:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks.extend(content)
+    for block in blocks:
+        blank = isinstance(block, dict) and not str(block.get("text", "")).strip()
+        if blank and block.get("type") == "text":
+            raise ValueError("text content blocks must contain non-whitespace text")

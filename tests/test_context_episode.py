@@ -159,6 +159,10 @@ def test_exact_value_check() -> None:
     assert answer_has_value("His plate is wd 118 zt.", key)
     assert not answer_has_value("Jonas's licence plate is WD 118 ZQ", key)
     assert not answer_has_value("anything", "no value here is ")
+    assert answer_has_value("It was a double espresso.", "your usual order is a double espresso")
+    assert answer_has_value("Double espresso, I think", "your usual order is a double espresso")
+    assert not answer_has_value("the code is 5120", "your locker code is 512")
+    assert answer_has_value("the code is 512.", "your locker code is 512")
 
 
 def test_a_question_needs_an_answer() -> None:

@@ -115,3 +115,30 @@ def test_model_path_and_vf_eval_agree(tmp_path: Path) -> None:
     assert set(scores) == set(CONTEXT_COMPONENTS)
     assert scores == result["components"]
     assert traces[0]["info"]["context_record"] == record
+
+
+def test_a_failing_reader_fails_its_episodes_not_the_run(tmp_path: Path) -> None:
+    out = tmp_path / "down"
+    done = runner.invoke(
+        app,
+        [
+            "context-eval",
+            "-p",
+            "oracle",
+            "-l",
+            "easy",
+            "-n",
+            "2",
+            "--reader",
+            "some-model",
+            "--reader-base-url",
+            "http://127.0.0.1:9/v1",  # nothing listens on the discard port
+            "-o",
+            str(out),
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in results] == ["failed", "failed"]
+    assert all("APIConnectionError" in r["error"] for r in results)
+    assert json.loads((out / "run.json").read_text())["episodes_failed"] == 2

@@ -75,7 +75,14 @@ def test_render_merges_tool_results_and_marks_the_right_blocks() -> None:
     assert marked[5]["content"] == [
         {"type": "text", "text": "obs 2", "cache_control": {"type": "ephemeral"}}
     ]
-    assert marked[:5] == messages[:5]
+    unmarked = openai_cached_messages(messages, [])
+    assert marked[:5] == unmarked[:5]  # a mark changes nothing but its own part
+    assert unmarked[2]["content"] == [{"type": "text", "text": "(no text)"}]
+    assert unmarked[2]["tool_calls"] == messages[2]["tool_calls"]
+    blank = [messages[0], {"role": "user", "content": "  "}, {**messages[2], "content": "\n\n"}]
+    rendered = anthropic_request([*blank, *messages[3:]], TOOLS, [])
+    assert rendered["messages"][0]["content"][0]["text"] == "(no text)"
+    assert [b["type"] for b in rendered["messages"][1]["content"]] == ["tool_use", "tool_use"]
 
 
 def test_anthropic_client_sends_tier_breakpoints_on_a_full_episode() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 Message = dict[str, Any]
 EPHEMERAL = {"type": "ephemeral"}
 EMPTY_REPLY = "(no text)"
-"""Anthropic rejects empty text blocks; an empty assistant reply is sent as this."""
+"""Anthropic rejects empty or whitespace-only text blocks; such a text is sent as this."""
 
 
 def _text(content: Any) -> str:
@@ -26,6 +26,11 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return str(content)
+
+
+def _nonblank(text: str) -> str:
+    """Anthropic rejects text blocks that are empty or only whitespace."""
+    return text if text.strip() else EMPTY_REPLY
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:
@@ -72,13 +77,13 @@ def anthropic_request(
                 {
                     "type": "tool_result",
                     "tool_use_id": message.get("tool_call_id") or "",
-                    "content": _text(message.get("content")) or EMPTY_REPLY,
+                    "content": _nonblank(_text(message.get("content"))),
                 }
             ]
             target_role = "user"
         elif role == "assistant":
             text = _text(message.get("content"))
-            blocks = [{"type": "text", "text": text}] if text else []
+            blocks = [{"type": "text", "text": text}] if text.strip() else []
             for call in message.get("tool_calls") or []:
                 function = call.get("function", {})
                 blocks.append(
@@ -93,7 +98,7 @@ def anthropic_request(
                 blocks = [{"type": "text", "text": EMPTY_REPLY}]
             target_role = "assistant"
         elif role == "user":
-            blocks = [{"type": "text", "text": _text(message.get("content")) or EMPTY_REPLY}]
+            blocks = [{"type": "text", "text": _nonblank(_text(message.get("content")))}]
             target_role = "user"
         else:
             raise ValueError(f"message {index}: unsupported role {role!r}")
@@ -113,15 +118,16 @@ def anthropic_request(
 
 
 def openai_cached_messages(messages: Sequence[Message], marks: Collection[int]) -> list[Message]:
-    """OpenAI-format messages with `cache_control` on the text part of each marked message."""
+    """OpenAI-format messages with `cache_control` on the text part of each marked message.
+    Every message is sent the same way whether marked or not (content parts, blank text as
+    `EMPTY_REPLY`), so moving a mark never changes the content of a cached prefix."""
     out: list[Message] = []
     for index, message in enumerate(messages):
-        if index not in marks:
-            out.append(message)
-            continue
         copy = dict(message)
-        text = _text(message.get("content")) or EMPTY_REPLY
-        copy["content"] = [{"type": "text", "text": text, "cache_control": dict(EPHEMERAL)}]
+        part: dict[str, Any] = {"type": "text", "text": _nonblank(_text(message.get("content")))}
+        if index in marks:
+            part["cache_control"] = dict(EPHEMERAL)
+        copy["content"] = [part]
         out.append(copy)
     return out
 

@@ -58,7 +58,12 @@ def load_transcript(path: Path) -> Transcript:
         raise TranscriptError(f"{path}: {error}") from None
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise TranscriptError(f"{path}: not an eval transcript (no 'messages' list)")
-    history = data.get("history_turns")
+    if "history_turns" not in data:
+        raise TranscriptError(
+            f"{path}: no 'history_turns' (not a serving-eval transcript of `kvarena eval "
+            "--model`, or one written before it was recorded): its requests cannot be rebuilt"
+        )
+    history = data["history_turns"]
     if history is not None and (not isinstance(history, int) or history < 0):
         raise TranscriptError(f"{path}: bad history_turns {history!r}")
     tools = data.get("tools") or TOOLS

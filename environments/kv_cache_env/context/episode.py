@@ -26,6 +26,7 @@ message with the next index, so conversation message `i` has cache index
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -146,10 +147,14 @@ class ContextRecord:
 
 
 def answer_has_value(answer: str, reference: str) -> bool:
-    """Whether `answer` names the value of the answer key `reference` ("... is VALUE"),
-    ignoring case and surrounding punctuation."""
+    """Whether `answer` names the value of the answer key `reference` ("... is VALUE") as
+    whole words, ignoring case, surrounding punctuation and a leading article ("a double
+    espresso" matches "double espresso"; "5120" does not match "512")."""
     value = reference.rpartition(" is ")[2].strip(" .").lower()
-    return bool(value) and value in answer.lower()
+    value = re.sub(r"^(a|an|the)\s+", "", value)
+    if not value:
+        return False
+    return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", answer.lower()) is not None
 
 
 class ActionError(ValueError):
@@ -189,6 +194,8 @@ class ContextEpisode:
         folder.mkdir(parents=True, exist_ok=True)
         key = f"{conversation.level}-{conversation.seed}"
         self.archive_path = folder / f"archive-{key}.sqlite"
+        for stale in (self.archive_path, *folder.glob(f"{self.archive_path.name}-*")):
+            stale.unlink(missing_ok=True)  # a new episode starts with an empty archive
         self.archive = TurnArchive(self.archive_path, key)
         self.cache = BlockCache(self.max_blocks, block_size)
         self.tracker = ContextTracker(self.archive, block_size)

@@ -66,6 +66,11 @@ def gguf_to_hf(gguf: str | Path, cache_dir: Path = CACHE_DIR) -> Path:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         staging.rename(target)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if (target / "config.json").is_file():
+            return target  # another process converted it first
+        raise
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
