@@ -103,11 +103,13 @@ def make_client(spec: ModelSpec) -> Any:
 
 def episode_chat(client: Any, spec: ModelSpec) -> ChatFn:
     """A chat function for one episode (the tier planner is per episode)."""
+    windowed = spec.history_turns is not None
     if spec.api == "anthropic":
-        planner = make_planner("tiers" if spec.uses_tiers else "none")
+        planner = make_planner("tiers" if spec.uses_tiers else "none", windowed=windowed)
         return anthropic_chat(client, spec.name, planner, spec.sampling)
     if spec.uses_tiers:
-        return openai_cached_chat(client, spec.name, make_planner("tiers"), spec.sampling)
+        planner = make_planner("tiers", windowed=windowed)
+        return openai_cached_chat(client, spec.name, planner, spec.sampling)
     return openai_chat(client, spec.name, spec.sampling)
 
 

@@ -186,8 +186,10 @@ def test_replay_of_a_windowed_transcript_rebuilds_the_window(tmp_path: Path) -> 
     loaded = load_transcript(path)
     shapes = list(requests_of(loaded))
     assert max(len(s.turns) for s in shapes) == 2
-    rows = replay([loaded], Prices(3, 0.3, 3.75))
-    assert [r.requests for r in rows] == [len(shapes)] * 4
+    rows = {r.strategy: r for r in replay([loaded], Prices(3, 0.3, 3.75))}
+    assert [r.requests for r in rows.values()] == [len(shapes)] * 4
+    # A sliding window changes history every request: the tiers cache only the fixed L0.
+    assert rows["tiers"].cost == rows["system"].cost < rows["none"].cost
 
 
 def load_like(transcript: dict[str, Any]) -> Transcript:

@@ -140,7 +140,7 @@ def replay(
         cache = ProviderCache(min_tokens=config.cache_min_tokens)
         row = StrategyTotals(strategy)
         for transcript in transcripts:
-            planner = make_planner(strategy, config)
+            planner = make_planner(strategy, config, windowed=transcript.history_turns is not None)
             before = row.cost
             tool_tokens = tools_tokens(transcript.tools)
             for shape in requests_of(transcript):

@@ -55,11 +55,17 @@ class RollingBreakpoint:
 
 class TierPlanner:
     """Seed 002's tier manager applied to an eval conversation: history items are whole turns,
-    keyed by a digest of their content (immutable, so a key never changes meaning); a turn that
-    leaves the request (a `history_turns` window) is removed from its tier."""
+    keyed by a digest of their content (immutable, so a key never changes meaning).
 
-    def __init__(self, config: TierConfig | None = None) -> None:
+    `windowed`: the conversation is sent through a sliding `history_turns` window, so the
+    oldest turn leaves every request and any tier holding history changes every time: its
+    breakpoint would write a prefix that is never read again. History then never graduates
+    (the seed's behaviour for `cache_target_tokens = 0`, applied to history only) and only the
+    fixed L0 content is cached."""
+
+    def __init__(self, config: TierConfig | None = None, *, windowed: bool = False) -> None:
         self.config = config or TierConfig()
+        self.windowed = windowed
         self._tracker: StabilityTracker | None = None
         self._fixed_tokens = 0
         self.last_tiers: dict[str, str] = {}
@@ -81,7 +87,7 @@ class TierPlanner:
             items.append(Item(key, text, estimate_tokens(text)))
             index += len(turn)
             last_index[key] = index
-        snapshot = self._tracker.update(history=items)
+        snapshot = self._tracker.update(history=() if self.windowed else items)
         tokens = {item.key: item.tokens for item in items}
         segments = layout(
             snapshot,
@@ -90,7 +96,7 @@ class TierPlanner:
             cache_min_tokens=self.config.cache_min_tokens,
         )
         order = [key for segment in segments if segment.part == "history" for key in segment.keys]
-        if order != [item.key for item in items]:
+        if not self.windowed and order != [item.key for item in items]:
             raise AssertionError("the tier layout reordered history turns (a tracker bug)")
         self.last_tiers = {
             key: segment.tier
@@ -106,7 +112,11 @@ class TierPlanner:
         return sorted(set(marks))
 
 
-def make_planner(strategy: Strategy, config: TierConfig | None = None) -> Planner:
+def make_planner(
+    strategy: Strategy, config: TierConfig | None = None, *, windowed: bool = False
+) -> Planner:
+    """A fresh planner for one episode; `windowed` (a `history_turns` window) matters to the
+    tier planner only."""
     if strategy == "none":
         return NoBreakpoints()
     if strategy == "system":
@@ -114,7 +124,7 @@ def make_planner(strategy: Strategy, config: TierConfig | None = None) -> Planne
     if strategy == "rolling":
         return RollingBreakpoint()
     if strategy == "tiers":
-        return TierPlanner(config)
+        return TierPlanner(config, windowed=windowed)
     raise ValueError(f"unknown prompt-cache strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
 
 
