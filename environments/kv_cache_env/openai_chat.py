@@ -3,7 +3,7 @@ chat-completions endpoint: a provider, a local server, or verifiers' per-rollout
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from openai import AsyncOpenAI
@@ -15,15 +15,22 @@ class EmptyReplyError(Exception):
     """The endpoint answered without any choice."""
 
 
+Prepare = Callable[[list[dict[str, Any]], list[dict[str, Any]]], list[dict[str, Any]]]
+"""Rewrites the messages of one request just before it is sent (e.g. `cache_control` parts)."""
+
+
 def openai_chat(
-    client: AsyncOpenAI, model: str, sampling: Mapping[str, Any] | None = None
+    client: AsyncOpenAI,
+    model: str,
+    sampling: Mapping[str, Any] | None = None,
+    prepare: Prepare | None = None,
 ) -> ChatFn:
     extra = dict(sampling or {})
 
     async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         response = await client.chat.completions.create(
             model=model,
-            messages=messages,  # type: ignore[arg-type]
+            messages=prepare(messages, tools) if prepare else messages,  # type: ignore[arg-type]
             tools=tools,  # type: ignore[arg-type]
             **extra,
         )
@@ -41,8 +48,13 @@ def openai_chat(
 
 
 def _usage(usage: Any) -> TokenUsage:
+    """OpenAI usage fields; `cache_write_tokens` where the endpoint reports it (OpenRouter)."""
     if usage is None:
         return TokenUsage()
     details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    return TokenUsage(usage.prompt_tokens or 0, cached, usage.completion_tokens or 0)
+    return TokenUsage(
+        input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        cached_input_tokens=getattr(details, "cached_tokens", 0) or 0,
+        output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        cache_write_input_tokens=getattr(details, "cache_write_tokens", 0) or 0,
+    )

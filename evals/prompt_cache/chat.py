@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kv_cache_env.agent import ChatFn, ModelReply, TokenUsage, ToolCall
-from kv_cache_env.openai_chat import EmptyReplyError
+from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
 
 from .render import anthropic_request, openai_cached_messages
 from .requests import split_request
@@ -73,33 +73,10 @@ def openai_cached_chat(
     client: Any, model: str, planner: Planner, sampling: Mapping[str, Any] | None = None
 ) -> ChatFn:
     """`client` is an `openai.AsyncOpenAI` for an endpoint that honours `cache_control`."""
-    extra = dict(sampling or {})
 
-    async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
-        marked = openai_cached_messages(messages, _plan(planner, messages, tools))
-        response = await client.chat.completions.create(
-            model=model, messages=marked, tools=tools, **extra
-        )
-        if not response.choices:
-            raise EmptyReplyError("the endpoint returned no choices")
-        message = response.choices[0].message
-        calls = tuple(
-            ToolCall(call.id or "", call.function.name, call.function.arguments or "")
-            for call in message.tool_calls or []
-            if getattr(call, "function", None) is not None
-        )
-        return ModelReply(message.content, calls, openai_usage(response.usage))
+    def prepare(
+        messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        return openai_cached_messages(messages, _plan(planner, messages, tools))
 
-    return chat
-
-
-def openai_usage(usage: Any) -> TokenUsage:
-    if usage is None:
-        return TokenUsage()
-    details = getattr(usage, "prompt_tokens_details", None)
-    return TokenUsage(
-        input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-        cached_input_tokens=getattr(details, "cached_tokens", 0) or 0,
-        output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        cache_write_input_tokens=getattr(details, "cache_write_tokens", 0) or 0,
-    )
+    return openai_chat(client, model, sampling, prepare)
