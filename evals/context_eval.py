@@ -12,6 +12,7 @@ metrics and the full record.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -92,9 +93,10 @@ class ChatReader:
 
 
 def _reply_text(response: Any) -> str:
+    """The answer text; HTML entities unescaped (SmolLM2 under llama.cpp writes `&#39;`)."""
     if not response.choices:
         return ""
-    return (response.choices[0].message.content or "").strip()
+    return html.unescape(response.choices[0].message.content or "").strip()
 
 
 def play_policy(
