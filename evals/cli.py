@@ -491,6 +491,10 @@ def context_eval(
     max_blocks: Annotated[
         int | None, typer.Option(min=1, help="Cache budget in blocks (default: the level's).")
     ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="Cap on each agent reply (default 512; 192 for local: models)."),
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
     weights: Annotated[
         str | None,
@@ -506,6 +510,7 @@ def context_eval(
         run_context_eval,
     )
     from .context_policies import CONTEXT_POLICIES
+    from .local_model import DEFAULT_MAX_TOKENS, is_local
 
     try:
         parsed = json.loads(weights) if weights else {}
@@ -533,6 +538,7 @@ def context_eval(
         reader=reader,
         reader_base_url=reader_base_url,
         max_blocks=max_blocks,
+        max_tokens=max_tokens or (DEFAULT_MAX_TOKENS if model and is_local(model) else 512),
         out=out or Path("runs") / datetime.now(UTC).strftime("context-%Y%m%d-%H%M%S"),
         weights={str(k): float(v) for k, v in parsed.items()},
     )

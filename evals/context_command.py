@@ -57,6 +57,8 @@ class ContextEvalArgs:
     out: Path
     weights: dict[str, float]
     timeout_s: float = 120.0
+    max_tokens: int = 512
+    """Cap on each agent reply (tool calls fit easily; a small local model rambles)."""
 
 
 def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
@@ -179,7 +181,8 @@ def _play_model(
                         return await reader.answer(client, context, question)
                     return reader(episode, question)
 
-                return await play_context_episode(episode, openai_chat(client, model), read)
+                chat = openai_chat(client, model, {"max_tokens": args.max_tokens})
+                return await play_context_episode(episode, chat, read)
 
         try:
             transcript = asyncio.run(play())
