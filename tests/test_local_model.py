@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -96,3 +97,29 @@ def test_one_full_easy_episode_with_the_real_local_model(llama, tmp_path):
     assert result["usage"]["input_tokens"] > 0
     leftover = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True)
     assert leftover.returncode == 1, "the local model server was not stopped"
+
+
+def test_sigterm_stops_the_server_too(llama, tmp_path):
+    """A kvarena process killed with SIGTERM unwinds and stops its llama.cpp server."""
+    script = (
+        "from pathlib import Path\n"
+        "from evals.local_model import LocalModelServer\n"
+        f"s = LocalModelServer('local:smollm2', log=Path({str(tmp_path / 'model.log')!r}))\n"
+        "try:\n"
+        "    s.start()\n"
+        "    print(s.process.pid, flush=True)\n"
+        "    import time; time.sleep(600)\n"
+        "finally:\n"
+        "    s.stop()\n"
+        "    print('stopped', flush=True)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    server_pid = int(child.stdout.readline())
+    child.terminate()
+    rest = child.stdout.read()
+    assert child.wait(timeout=60) == 143
+    assert "stopped" in rest
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):  # the server is reaped by its parent's stop(); allow a moment
+            os.kill(server_pid, 0)
+            time.sleep(0.1)
