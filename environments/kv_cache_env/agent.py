@@ -65,6 +65,26 @@ ChatFn = Callable[[list[Message], list[dict[str, Any]]], Awaitable[ModelReply]]
 """Send `messages` with `tools` to the model; return its reply."""
 
 
+def assistant_message(reply: ModelReply, turn: int) -> tuple[Message, list[ToolCall]]:
+    """The assistant message to keep in the conversation for `reply`, and its tool calls with
+    ids filled in (`call_{turn}_{i}` where the model gave none)."""
+    calls = [
+        ToolCall(call.id or f"call_{turn}_{i}", call.name, call.arguments)
+        for i, call in enumerate(reply.tool_calls)
+    ]
+    message: Message = {"role": "assistant", "content": reply.content or ""}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in calls
+        ]
+    return message, calls
+
+
 @dataclass
 class Transcript:
     messages: list[Message]
@@ -90,21 +110,8 @@ async def play_episode(
         messages = [system, *(m for turn in window for m in turn), user]
         reply = await chat(messages, TOOLS)
         usage.add(reply.usage)
-        calls = [
-            ToolCall(call.id or f"call_{sim.turn}_{i}", call.name, call.arguments)
-            for i, call in enumerate(reply.tool_calls)
-        ]
-        assistant: Message = {"role": "assistant", "content": reply.content or ""}
-        if calls:
-            assistant["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in calls
-            ]
-        else:
+        assistant, calls = assistant_message(reply, sim.turn)
+        if not calls:
             sim.count_implicit_noop()
         results = [
             {

@@ -20,10 +20,10 @@ import openai
 import verifiers.v1 as vf
 from pydantic import ConfigDict
 
+from evals.context_eval import ChatReader
 from kv_cache_env.context.agent import (
     context_system_prompt,
     play_context_episode,
-    reader_messages,
     render_context,
 )
 from kv_cache_env.context.conversation import LEVELS, generate_conversation
@@ -156,14 +156,12 @@ class KvContextHarness(vf.Harness[KvContextHarnessConfig]):
             base_url=endpoint, api_key=secret, timeout=self.config.request_timeout
         )
 
+        reader = ChatReader(endpoint, secret, ctx.model)
+
         async def read(context: str, question: str) -> str:
             if self.config.reader == "extractive":
                 return extractive_answer(context, question)
-            response = await client.chat.completions.create(
-                model=ctx.model,
-                messages=reader_messages(context, question),  # type: ignore[arg-type]
-            )
-            return (response.choices[0].message.content or "") if response.choices else ""
+            return await reader.answer(client, context, question)
 
         try:
             await play_context_episode(

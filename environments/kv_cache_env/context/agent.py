@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..agent import ChatFn, TokenUsage, ToolCall, Transcript
+from ..agent import ChatFn, TokenUsage, ToolCall, Transcript, assistant_message
 from .episode import ActionError, ContextEpisode, ContextObservation
 
 Message = dict[str, Any]
@@ -175,20 +175,7 @@ async def play_context_episode(
         window = turns if history_turns is None else turns[max(0, len(turns) - history_turns) :]
         reply = await chat([system, *(m for t in window for m in t), user], CONTEXT_TOOLS)
         usage.add(reply.usage)
-        assistant: Message = {"role": "assistant", "content": reply.content or ""}
-        calls = [
-            ToolCall(c.id or f"call_{episode.turn}_{i}", c.name, c.arguments)
-            for i, c in enumerate(reply.tool_calls)
-        ]
-        if calls:
-            assistant["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in calls
-            ]
+        assistant, calls = assistant_message(reply, episode.turn)
         results = [
             {"role": "tool", "tool_call_id": c.id, "content": call_context_tool(episode, c)}
             for c in calls
