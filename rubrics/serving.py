@@ -5,12 +5,19 @@ Penalties are returned as negative numbers, so the reward is the plain weighted 
 `sum(weight * component)`. Seed 003's formulas are used as written; where it left a choice open
 the docstring says what was chosen:
 
-- throughput is normalised by what an unconstrained engine generates over the same turns
-  (the record's `reference_tokens`), not by seed 003's fixed 500 tokens;
-- memory_efficiency (unspecified in the seed) is the tokens produced per block-step held,
-  relative to the unconstrained engine, capped at 1;
-- eviction_quality is seed 003's block-type-weighted value of what is left in the cache at the
-  end; an empty cache scores 0;
+- failures, throughput and latency cover the agent turns and the agent-free drain that ends
+  every episode (a departure: the seed stops at the last turn, so a last-turn dump was free);
+  headroom covers the agent turns only;
+- throughput is normalised by what an unconstrained engine generates over the same turns and
+  drain (the record's `reference_tokens + reference_drain_tokens`), not by seed 003's fixed
+  500 tokens;
+- memory_efficiency (unspecified in the seed; redefined in suite v2) is the quality-weighted
+  tokens produced per block-step held over the turns, relative to an *ideal* server on the same
+  schedule that holds only the KV read in each step, at int4 (the record's
+  `reference_ideal_block_steps`), capped at 1. Idle KV (paused sessions, stalled or uncompressed
+  sequences) lowers it, and so do lost tokens, so no simple rule reaches 1;
+- eviction_quality is seed 003's block-type-weighted value of what is in the cache at the last
+  agent turn (paused sessions' KV included); an empty cache scores 0;
 - risky_eviction_penalty uses seed 003's three rules with progress = generated / target output
   tokens, and is capped at 1 like the seed's other penalties.
 Engine-forced preemptions count as evictions in the last two, because keeping room is the
@@ -36,8 +43,11 @@ def failure_penalty(record: EpisodeRecord) -> float:
 
 
 def throughput_reward(record: EpisodeRecord) -> float:
-    """Quality-weighted tokens generated / tokens an unconstrained engine generates, capped at 1."""
-    return min(sum(record.effective_tokens) / max(record.reference_tokens, 1), 1.0)
+    """Quality-weighted tokens generated over the turns and the drain / tokens an unconstrained
+    engine generates over the same, capped at 1."""
+    ours = sum(record.effective_tokens) + record.drain_effective_tokens
+    ceiling = record.reference_tokens + record.reference_drain_tokens
+    return min(ours / max(ceiling, 1), 1.0)
 
 
 def headroom_bonus(record: EpisodeRecord) -> float:
@@ -60,14 +70,14 @@ def _headroom(usage: float) -> float:
 
 
 def memory_efficiency(record: EpisodeRecord) -> float:
-    """(quality-weighted tokens per block-step held) / (the unconstrained engine's), capped at 1.
-    Memory held by sequences that produce nothing (stalled, preempted then recomputed) lowers it."""
+    """(quality-weighted tokens per block-step held over the turns) / (the ideal server's: the
+    reference tokens per block-step of only the KV read each step, at int4), capped at 1."""
     held = sum(record.used_blocks)
-    if held == 0 or record.reference_tokens == 0:
+    if held == 0 or record.reference_tokens == 0 or record.reference_ideal_block_steps <= 0:
         return 0.0
     ours = sum(record.effective_tokens) / held
-    reference = record.reference_tokens / max(record.reference_block_steps, 1)
-    return min(ours / reference, 1.0)
+    ideal = record.reference_tokens / record.reference_ideal_block_steps
+    return min(ours / ideal, 1.0)
 
 
 def eviction_quality(record: EpisodeRecord) -> float:

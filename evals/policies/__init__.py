@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .base import OrderedEvictionPolicy, Policy, SimulatorPolicy, blocks_to_free, decide
-from .heuristics import HEURISTICS, SINGLE_ACTION
+from .bound import BoundPolicy
+from .heuristics import HEURISTICS, SESSION_RULES, SINGLE_ACTION
 from .lookahead import BASE_HEURISTICS, LookaheadPolicy
 
 _REGISTRY: dict[str, Callable[[], Policy]] = {}
@@ -32,18 +33,32 @@ def available() -> list[str]:
     return list(_REGISTRY)
 
 
-for _cls in (*HEURISTICS, LookaheadPolicy, *SINGLE_ACTION):
+for _cls in (*HEURISTICS, *SESSION_RULES, BoundPolicy, LookaheadPolicy, *SINGLE_ACTION):
     register(_cls.name, _cls)
 for _make in BASE_HEURISTICS:  # lookahead's own variants (e.g. priority@0.8), for checks
     if _make().name not in _REGISTRY:
         register(_make().name, _make)
 
-BUILTIN: tuple[str, ...] = tuple(c.name for c in (*HEURISTICS, LookaheadPolicy))
+REFERENCE = BoundPolicy.name
+"""The leaderboard's reference (normalized scores run from noop to it)."""
+NOT_IN_POOL = frozenset({"random", "bound", "lookahead"})
+
+
+def bound_pool() -> list[Callable[[], Policy]]:
+    """The bound's pool: every registered observation policy except `random` (a pool member must
+    be a rule, not noise) — the seed-004 orders, the session rules, the single-action
+    strategies and lookahead's variants."""
+    return [make for name, make in _REGISTRY.items() if name not in NOT_IN_POOL]
+
+
+BUILTIN: tuple[str, ...] = tuple(c.name for c in (*HEURISTICS, *SESSION_RULES, BoundPolicy))
 """The policies `kvarena eval` runs by default (the single-action strategies are for checks)."""
 
 __all__ = [
     "BASE_HEURISTICS",
     "BUILTIN",
+    "REFERENCE",
+    "bound_pool",
     "OrderedEvictionPolicy",
     "Policy",
     "SimulatorPolicy",

@@ -58,7 +58,7 @@ def growth_next_step(obs: Observation) -> int:
     """Upper estimate of the blocks decoding sequences take next step."""
     total = 0
     for e in obs.entries:
-        if e.swapped or e.phase is Phase.PREFILL:
+        if e.swapped or e.paused or e.phase is Phase.PREFILL:
             continue
         per_block = obs.block_size * e.quantization.packing
         total += -(-e.rate // per_block)

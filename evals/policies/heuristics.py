@@ -15,6 +15,7 @@ from kv_cache_env.sim import (
     BlockType,
     EntryView,
     Observation,
+    Quantization,
     compress,
     evict,
     noop,
@@ -224,3 +225,82 @@ HEURISTICS: tuple[type[Policy], ...] = (
     HeadroomPolicy,
 )
 SINGLE_ACTION: tuple[type[Policy], ...] = (EvictAllPolicy, SwapAllPolicy, CompressAllPolicy)
+
+
+# --- session-aware rules (suite v2: paused sessions) ------------------------------------------
+class Int8EverythingPolicy(Policy):
+    """Compress every GPU-resident sequence still at fp16 to int8, every turn (never to int4)."""
+
+    name = "int8-everything"
+
+    def act(self, obs: Observation) -> list[Action]:
+        return [
+            compress(e.seq_id)
+            for e in obs.entries
+            if not e.swapped and e.quantization is Quantization.FP16
+        ]
+
+
+class SwapPausedPolicy(Policy):
+    """Offload every session paused on the GPU to CPU (largest first, while CPU room lasts)."""
+
+    name = "swap-paused"
+
+    def act(self, obs: Observation) -> list[Action]:
+        return swap_paused(obs)
+
+
+class DiscardPausedPolicy(Policy):
+    """Discard the KV of every session paused on the GPU (it recomputes when it returns)."""
+
+    name = "discard-paused"
+
+    def act(self, obs: Observation) -> list[Action]:
+        return [evict(e.seq_id) for e in obs.entries if e.paused and not e.swapped]
+
+
+class SwapPausedCompressPolicy(Policy):
+    """Two tools: offload paused sessions, compress every running sequence one level."""
+
+    name = "swap-paused+compress-all"
+
+    def act(self, obs: Observation) -> list[Action]:
+        return swap_paused(obs) + compress_running(obs)
+
+
+class DiscardPausedCompressPolicy(Policy):
+    """Two tools: discard paused sessions' KV, compress every running sequence one level."""
+
+    name = "discard-paused+compress-all"
+
+    def act(self, obs: Observation) -> list[Action]:
+        discard = [evict(e.seq_id) for e in obs.entries if e.paused and not e.swapped]
+        return discard + compress_running(obs)
+
+
+def swap_paused(obs: Observation) -> list[Action]:
+    """Swap GPU-paused sessions, largest first, while they fit in the free CPU blocks."""
+    room = obs.cpu_capacity - obs.cpu_used
+    actions: list[Action] = []
+    for e in obs.entries:  # largest GPU footprint first
+        if e.paused and not e.swapped and e.private_blocks <= room:
+            actions.append(swap(e.seq_id))
+            room -= e.private_blocks
+    return actions
+
+
+def compress_running(obs: Observation) -> list[Action]:
+    return [
+        compress(e.seq_id)
+        for e in obs.entries
+        if not e.paused and not e.swapped and e.quantization.next_level is not None
+    ]
+
+
+SESSION_RULES: tuple[type[Policy], ...] = (
+    Int8EverythingPolicy,
+    SwapPausedPolicy,
+    DiscardPausedPolicy,
+    SwapPausedCompressPolicy,
+    DiscardPausedCompressPolicy,
+)

@@ -18,17 +18,28 @@ from .engine import Engine, Eviction, StepStats
 from .events import BlockEvent
 from .observation import Candidate, EntryView, Observation, QueueView
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
-from .scenario import SCENARIOS, TIERS, RequestProfile, Scenario, get_scenario
+from .scenario import PAUSES, SCENARIOS, SUITE, SUITE_VERSION, TIERS, PauseProfile, RequestProfile, Scenario, get_scenario
 from .simulator import Reference, Simulator, run_reference
 from .text import approx_tokens, parse, render
-from .types import EVICTION_VALUE, RETENTION_PRIORITY, BlockType, Phase, Quantization, Status
-from .workload import Request, Schedule, schedule_from_requests, synthesize
+from .types import (
+    EVICTION_VALUE,
+    RETENTION_PRIORITY,
+    BlockType,
+    PauseKind,
+    Phase,
+    Quantization,
+    Status,
+)
+from .workload import FollowUp, Request, Schedule, schedule_from_requests, synthesize
 
 __all__ = [
     "ACTION_KINDS",
     "EVICTION_VALUE",
+    "PAUSES",
     "RETENTION_PRIORITY",
     "SCENARIOS",
+    "SUITE",
+    "SUITE_VERSION",
     "TIERS",
     "Action",
     "ActionResult",
@@ -39,8 +50,11 @@ __all__ = [
     "EntryView",
     "EpisodeRecord",
     "Eviction",
+    "FollowUp",
     "EvictionRecord",
     "Observation",
+    "PauseKind",
+    "PauseProfile",
     "Phase",
     "Quantization",
     "QueueView",

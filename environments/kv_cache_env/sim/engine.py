@@ -1,22 +1,44 @@
-"""The serving engine's step mechanics: admission, chunked prefill, decode growth, completion,
-preemption, swap and compression, over an exact `BlockPool`.
+"""The serving engine's step mechanics: session returns, chunked prefill, decode growth, call
+completion and pauses, admission, preemption, offload (swap) and compression, over an exact
+`BlockPool`.
+
+It models vLLM v1 (`vllm/v1/core/sched/scheduler.py`, `vllm/v1/core/kv_cache_manager.py`):
+- blocks are allocated for the tokens computed in the step (`KVCacheManager.allocate_slots`
+  allocates for `num_new_tokens`), prefill is chunked under a per-step token budget
+  (`max_num_batched_tokens`), shared prefix blocks are found by hash
+  (`find_longest_cache_hit`) and cached blocks of finished requests are reclaimed least
+  recently used first (`BlockPool.get_new_blocks` pops the free queue's head);
+- when an allocation fails the scheduler preempts by recompute, newest running request first
+  (`self.running.pop()` in `schedule()`), possibly the request being scheduled itself; the
+  victim's blocks are freed and it goes back to the front of the waiting queue
+  (`_preempt_request` + `prepend_request`). The `trtllm` fallback instead evicts by TensorRT-LLM's
+  prioritized LRU (retention priority, then least recently used);
+- there is no swap of running requests in v1: `swap` here means CPU offload through a KV
+  connector (vLLM's `OffloadingConnector` / LMCache): the KV is copied to CPU, the request
+  leaves the GPU and, when it is scheduled again, its KV is loaded back instead of recomputed
+  (`WAITING_FOR_REMOTE_KVS`). No admission gate waits on offloaded requests (v0's did).
+Sessions (agentic and chat requests intercepted by tool calls or a human, InferCept, arXiv
+2402.01869) pause between calls. A paused session computes nothing; by default its KV stays on
+the GPU, pinned (what a serving stack that retains a session's KV does); only the agent moves or
+discards it: the engine's own fallback never touches paused KV.
 
 `Engine` carries out; it never chooses, except where a real engine chooses by itself (the
-fallback preemption when growth does not fit). Validation of agent actions lives in
-`Simulator`; the methods here assume a valid call and assert their preconditions.
+fallback preemption). Validation of agent actions lives in `Simulator`; the methods here assume
+a valid call and assert their preconditions.
 
-One `step()`, in order (the issue's step order, after the agent's actions):
-1. compute: prefilling sequences share the prefill budget, first admitted first; a sequence whose
-   prompt completes emits its first token; decoding sequences emit `decode_rate` tokens each.
-   New tokens that need blocks get them; if none are left the engine preempts (fallback policy)
-   until they fit, possibly the growing sequence itself (vLLM v1's scheduler loop);
-2. complete finished sequences (their blocks are freed, their prefix blocks stay cached);
-3. swap in swapped-out sequences, oldest first, while blocks allow (never in the step they left);
-   while any remain swapped out, no new request is admitted (vLLM v0's scheduler);
-4. admit waiting requests FCFS while blocks allow (prefix hits reduce the need; the head of the
-   queue blocks the rest; a request preempted this step is skipped until the next);
+One `step()`, in order (after the agent's actions):
+1. returns: paused sessions whose pause ends start their next call: with KV on the GPU they run
+   at once (their new prompt is prefilled); offloaded or discarded ones join the waiting queue's
+   tail (loaded, or recomputed, on admission);
+2. compute: running sequences in order share the prefill budget (first come first); a sequence
+   whose prefill completes emits its first token; decoding sequences emit `decode_rate` tokens.
+   Blocks are allocated for what is computed; if none are left the engine preempts (fallback);
+3. complete: a finished call pauses its session until the next call (or, after the last call or
+   while draining, finishes it: its blocks are freed, its prefix blocks stay cached);
+4. admit waiting requests FCFS while blocks allow (prefix hits reduce the need; offloaded KV is
+   loaded; the head of the queue blocks the rest; a request preempted this step waits a step);
 5. fail requests that have waited more than `max_wait_steps`;
-6. enqueue this step's arrivals.
+6. enqueue this step's arrivals (none while draining).
 """
 
 from __future__ import annotations
@@ -49,11 +71,13 @@ class StepStats:
     swap_latency_s: float
     used_blocks: int
     queue: int
+    active_blocks: int = 0
+    """GPU blocks held by sequences that computed in this step (private + referenced prefix)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
-    """One preemption, by the agent (`forced=False`) or by the engine."""
+    """One discard of KV, by the agent (`forced=False`) or by the engine."""
 
     step: int
     seq_id: str
@@ -62,6 +86,8 @@ class Eviction:
     progress: float
     forced: bool
     freed_blocks: int
+    paused: bool = False
+    """True when the session was paused between calls (its KV was idle)."""
 
 
 class _Tally:
@@ -96,20 +122,23 @@ class Engine:
         self.scenario = scenario
         self.schedule = schedule
         self.block_size = scenario.block_size
+        self.base_level = scenario.base_quantization
         self.pool = BlockPool(capacity)
         self.cpu_capacity = int(capacity * scenario.cpu_capacity_fraction)
         self.cpu_used = 0
         self.t = 0
         """Engine clock: the step about to run."""
         self.running: list[Sequence] = []
-        """Resident sequences in the order they (re)entered the running set."""
-        self.swapped: list[Sequence] = []
-        """Swapped-out sequences, oldest swap first."""
+        """Sequences computing on the GPU in the order they (re)entered the running set."""
+        self.paused: list[Sequence] = []
+        """Sessions between two calls (PAUSED on GPU, SWAPPED to CPU, DISCARDED), by pause."""
         self.waiting: deque[Sequence] = deque()
         self.sequences: dict[str, Sequence] = {}
         """Every request that has arrived, whatever its status."""
         self.evictions: list[Eviction] = []
         self.admissions = 0
+        self.draining = False
+        """No arrivals and no new pauses: set for the agent-free drain that ends an episode."""
         self.subscribers: list[Subscriber] = []
         self._arrivals = schedule.arrivals_by_step()
         self._quality = {
@@ -122,9 +151,9 @@ class Engine:
 
     # --- geometry ----------------------------------------------------------------------------
     def blocks_for(self, seq: Sequence, level: Quantization | None = None) -> int:
-        """Private physical blocks `seq` needs at `level` (default: its own)."""
+        """Private physical blocks `seq`'s existing KV needs at `level` (default: its own)."""
         per_block = self.block_size * (level or seq.quantization_level).packing
-        return -(-seq.private_tokens // per_block)
+        return -(-seq.kv_private // per_block)
 
     def freeable_blocks(self, seq: Sequence) -> int:
         """GPU blocks that become available if `seq` is evicted now: its private blocks plus the
@@ -138,11 +167,23 @@ class Engine:
         held = seq.request.prefix_hashes[: seq.prefix_held]
         return list(map(self.pool.ref_counts.__getitem__, held)).count(1)
 
+    def _first_chunk_blocks(self, seq: Sequence, remaining: int, level: Quantization) -> int:
+        """Private blocks `seq` holds after computing its first prefill chunk from `remaining`."""
+        after = max(remaining - self._prefill_budget, 0)
+        private = seq.private_prompt + seq.generated
+        kv = private - min(after, private)
+        return -(-kv // self._per_block[level])
+
     def admission_need(self, seq: Sequence) -> int:
-        """Fresh blocks admitting `seq` now takes, net of prefix hits."""
+        """Fresh blocks admitting `seq` now takes, net of prefix hits: prefix misses, its
+        offloaded KV (loaded back) and the private blocks of its first prefill chunk."""
         hashes = seq.request.prefix_hashes
         hits, _ = self.pool.cached_hit_length(hashes)
-        return len(hashes) - hits + self.blocks_for(seq, Quantization.FP16)
+        if seq.cpu_blocks:
+            chunk = self._first_chunk_blocks(seq, seq.prefill_remaining, seq.quantization_level)
+            return len(hashes) - hits + max(chunk, seq.cpu_blocks)
+        remaining = seq.context_tokens - min(hits * self.block_size, seq.prefix_tokens)
+        return len(hashes) - hits + self._first_chunk_blocks(seq, remaining, self.base_level)
 
     def head_need(self) -> int:
         """Fresh blocks the first admissible waiting request needs (0 if none)."""
@@ -157,36 +198,51 @@ class Engine:
 
     # --- actions (preconditions asserted; Simulator validates) -------------------------------
     def evict(self, seq: Sequence, *, forced: bool = False) -> int:
-        """Preempt by recompute: free everything it holds, put it at the queue's front."""
-        assert seq.status in (Status.RUNNING, Status.SWAPPED), f"evict of {seq.status} sequence"
+        """Discard `seq`'s KV. A running sequence is preempted by recompute (back to the queue's
+        front); a paused session's KV (on GPU or CPU) is thrown away and recomputed when its next
+        call arrives. Returns the GPU blocks freed."""
+        status = seq.status
+        assert status in (Status.RUNNING, Status.PAUSED, Status.SWAPPED), f"evict of {status}"
         progress = seq.progress
         freed = 0
-        if seq.status is Status.RUNNING:
-            self.running.remove(seq)
+        reason: Reason = "preempt" if forced else "evict"
+        if status is Status.SWAPPED:
+            self.cpu_used -= seq.cpu_blocks
+            self._emit("removed", "cpu", reason, seq, seq.cpu_blocks)
+        else:
             freed = seq.gpu_blocks
             self.pool.free(seq.gpu_blocks)
-            self._emit("removed", "gpu", "preempt" if forced else "evict", seq, seq.gpu_blocks)
-        else:
-            self.swapped.remove(seq)
-            self.cpu_used -= seq.cpu_blocks
-            self._emit("removed", "cpu", "preempt" if forced else "evict", seq, seq.cpu_blocks)
-        freed += self._release_prefix(seq)
+            self._emit("removed", "gpu", reason, seq, seq.gpu_blocks)
+            freed += self._release_prefix(seq)
         seq.gpu_blocks = seq.cpu_blocks = 0
-        seq.status = Status.WAITING
-        seq.quantization_level = Quantization.FP16
+        seq.quantization_level = self.base_level
         seq.prefill_remaining = 0
-        seq.wait_since = self.t
-        seq.not_before = self.t + 1
         seq.preemptions += 1
-        self.waiting.appendleft(seq)
+        if status is Status.RUNNING:
+            self.running.remove(seq)
+            seq.status = Status.WAITING
+            seq.wait_since = self.t
+            seq.not_before = self.t + 1
+            self.waiting.appendleft(seq)
+        else:
+            seq.status = Status.DISCARDED
         self.evictions.append(
-            Eviction(self.t, seq.seq_id, seq.block_type, seq.priority, progress, forced, freed)
+            Eviction(
+                self.t,
+                seq.seq_id,
+                seq.block_type,
+                seq.priority,
+                progress,
+                forced,
+                freed,
+                status is not Status.RUNNING,
+            )
         )
         return freed
 
     def compress(self, seq: Sequence) -> int:
         """Move one quantization level down and repack the private blocks; returns blocks freed."""
-        assert seq.status is Status.RUNNING, f"compress of {seq.status} sequence"
+        assert seq.status in (Status.RUNNING, Status.PAUSED), f"compress of {seq.status}"
         level = seq.quantization_level.next_level
         assert level is not None, "compress past int4"
         seq.quantization_level = level
@@ -198,27 +254,35 @@ class Engine:
         return freed
 
     def swap_out(self, seq: Sequence) -> int:
-        """Move the private blocks to CPU (prefix references stay); returns GPU blocks freed."""
-        assert seq.status is Status.RUNNING, f"swap of {seq.status} sequence"
+        """Offload the private blocks to CPU and release the prefix references. A running
+        sequence leaves the GPU for the queue's front (it loads its KV back on readmission); a
+        paused session stays paused on CPU. Returns GPU blocks freed."""
+        assert seq.status in (Status.RUNNING, Status.PAUSED), f"swap of {seq.status} sequence"
         blocks = seq.gpu_blocks
         assert self.cpu_used + blocks <= self.cpu_capacity, "swap space exceeded"
-        self.running.remove(seq)
         self.pool.free(blocks)
+        self._emit("removed", "gpu", "swap_out", seq, blocks)
+        freed = blocks + self._release_prefix(seq)
         self.cpu_used += blocks
         seq.cpu_blocks, seq.gpu_blocks = blocks, 0
-        seq.status = Status.SWAPPED
-        seq.not_before = self.t + 1
-        self.swapped.append(seq)
-        self._emit("removed", "gpu", "swap_out", seq, blocks)
+        if seq.status is Status.RUNNING:
+            self.running.remove(seq)
+            seq.status = Status.WAITING
+            seq.wait_since = self.t
+            seq.not_before = self.t + 1
+            self.waiting.appendleft(seq)
+        else:
+            seq.status = Status.SWAPPED
         self._emit("stored", "cpu", "swap_out", seq, blocks)
-        return blocks
+        return freed
 
     # --- the step ----------------------------------------------------------------------------
     def step(self) -> StepStats:
         tally = _Tally()
-        self._compute(tally)
+        self._return_paused()
+        active = self._compute(tally)
         self._complete(tally)
-        self._swap_in_and_admit(tally)
+        self._admit(tally)
         self._fail_expired(tally)
         self._arrive()
         stats = StepStats(
@@ -234,11 +298,62 @@ class Engine:
             swap_latency_s=tally.swap_latency,
             used_blocks=self.pool.used,
             queue=len(self.waiting),
+            active_blocks=active,
         )
         self.t += 1
         return stats
 
-    def _compute(self, tally: _Tally) -> None:
+    def fail_unfinished(self) -> int:
+        """End of the drain: every request still waiting or paused fails (running ones are being
+        served and are let go). Returns how many failed."""
+        failed = 0
+        for seq in (*self.waiting, *self.paused):
+            if seq.status is Status.PAUSED:
+                self.pool.free(seq.gpu_blocks)
+                self._release_prefix(seq)
+            self.cpu_used -= seq.cpu_blocks
+            seq.gpu_blocks = seq.cpu_blocks = 0
+            seq.status = Status.FAILED
+            failed += 1
+        self.waiting.clear()
+        self.paused.clear()
+        return failed
+
+    @property
+    def idle(self) -> bool:
+        """Nothing left to do: no running, waiting or paused request."""
+        return not (self.running or self.waiting or self.paused)
+
+    def _return_paused(self) -> None:
+        t = self.t
+        if not self.paused or all(seq.resume_step > t for seq in self.paused):
+            return
+        still = []
+        for seq in self.paused:
+            if seq.resume_step > t:
+                still.append(seq)
+                continue
+            follow = seq.request.followups[seq.call]
+            seq.call += 1
+            seq.call_end = seq.generated + follow.output_tokens
+            seq.private_prompt += follow.prompt_tokens
+            seq.paused_since = seq.resume_step = -1
+            if seq.status is Status.PAUSED:
+                seq.status = Status.RUNNING
+                seq.prefill_remaining = follow.prompt_tokens
+                seq.admitted_order = self.admissions
+                self.admissions += 1
+                self.running.append(seq)
+                continue
+            if seq.status is Status.SWAPPED:
+                seq.prefill_remaining = follow.prompt_tokens  # its KV loads on admission
+            seq.status = Status.WAITING
+            seq.wait_since = t
+            seq.not_before = t
+            self.waiting.append(seq)
+        self.paused = still
+
+    def _compute(self, tally: _Tally) -> int:
         # The hot loop of the simulator: attributes are read into locals on purpose.
         t = self.t
         budget = self._prefill_budget
@@ -248,25 +363,24 @@ class Engine:
         running_status = Status.RUNNING
         tokens = 0
         effective = 0.0
+        active = 0
         for seq in tuple(self.running):
             if seq.status is not running_status:
                 continue  # preempted earlier in this loop
             request = seq.request
-            if seq.prefill_remaining:
+            remaining = seq.prefill_remaining
+            if remaining:
                 if not budget:
                     continue
-                take = min(budget, seq.prefill_remaining)
-                budget -= take
-                seq.prefill_remaining -= take
-                seq.last_access_step = t
-                if seq.prefill_remaining:
-                    continue
-                n = 1  # the step that finishes the prompt emits the first token
+                take = min(budget, remaining)
+                n = 1 if take == remaining else 0  # the step that ends the prompt emits a token
             else:
-                n = min(request.decode_rate, request.output_tokens - seq.generated)
+                take = 0
+                n = min(request.decode_rate, seq.call_end - seq.generated)
             level = seq.quantization_level
-            private = seq.private_prompt + seq.generated
-            need = -(-(private + n) // per_block_of[level]) - seq.gpu_blocks
+            private = seq.private_prompt + seq.generated + n
+            kv = private - min(remaining - take, private)
+            need = -(-kv // per_block_of[level]) - seq.gpu_blocks
             if need > 0:
                 if need > pool.num_free + len(pool.cached):
                     self._make_room(need, seq, tally)
@@ -275,13 +389,17 @@ class Engine:
                 self._reclaimed(pool.allocate(need))
                 seq.gpu_blocks += need
                 if self.subscribers:
-                    self._emit("stored", "gpu", "grow", seq, need, (private, private + n))
+                    self._emit("stored", "gpu", "grow", seq, need, (kv - need, kv))
+            budget -= take
+            seq.prefill_remaining = remaining - take
             seq.generated += n
             seq.last_access_step = t
             tokens += n
             effective += n * quality[level, request.block_type]
+            active += seq.gpu_blocks + seq.prefix_held
         tally.tokens += tokens
         tally.effective += effective
+        return active
 
     def _make_room(self, need: int, growing: Sequence, tally: _Tally) -> None:
         while need > self.pool.available:
@@ -293,7 +411,7 @@ class Engine:
 
     def _fallback_victim(self) -> Sequence:
         if self.scenario.fallback == "vllm":
-            return self.running[-1]  # newest first: vLLM's running.pop()
+            return self.running[-1]  # newest first: vLLM's self.running.pop()
         return min(
             self.running,
             key=lambda s: (RETENTION_PRIORITY[s.block_type], s.last_access_step, -s.admitted_order),
@@ -304,15 +422,23 @@ class Engine:
         still_running = []
         append = still_running.append
         for seq in self.running:
-            if seq.generated >= seq.request.output_tokens:
+            if not seq.prefill_remaining and seq.generated >= seq.call_end:
+                if seq.has_more_calls and not self.draining:
+                    seq.status = Status.PAUSED
+                    seq.paused_since = t + 1
+                    seq.resume_step = t + 1 + seq.request.followups[seq.call].pause_steps
+                    seq.hotness *= 0.5
+                    self.paused.append(seq)
+                    continue
                 self._finish(seq)
                 tally.completed += 1
             else:
                 seq.hotness = 0.5 * seq.hotness + (0.5 if seq.last_access_step == t else 0.0)
                 append(seq)
         self.running = still_running
-        for seq in self.swapped:
-            seq.hotness *= 0.5
+        for seq in self.paused:
+            if seq.paused_since <= t:
+                seq.hotness *= 0.5
 
     def _finish(self, seq: Sequence) -> None:
         self.pool.free(seq.gpu_blocks)
@@ -321,18 +447,10 @@ class Engine:
         seq.gpu_blocks = 0
         seq.status = Status.FINISHED
 
-    def _swap_in_and_admit(self, tally: _Tally) -> None:
-        t = self.t
-        pool = self.pool
-        while self.swapped:
-            seq = self.swapped[0]
-            if seq.not_before > t or seq.cpu_blocks > pool.available:
-                break
-            self._swap_in(seq, tally)
-        if self.swapped:
-            return  # vLLM v0: no new prefills while requests are swapped out
+    def _admit(self, tally: _Tally) -> None:
         if not self.waiting:
             return
+        t = self.t
         remaining: deque[Sequence] = deque()
         blocked = False
         for seq in self.waiting:
@@ -343,48 +461,46 @@ class Engine:
                 remaining.append(seq)
         self.waiting = remaining
 
-    def _swap_in(self, seq: Sequence, tally: _Tally) -> None:
-        blocks = seq.cpu_blocks
-        self._reclaimed(self.pool.allocate(blocks))
-        self.swapped.pop(0)
-        self.cpu_used -= blocks
-        seq.gpu_blocks, seq.cpu_blocks = blocks, 0
-        seq.status = Status.RUNNING
-        seq.admitted_order = self.admissions
-        self.admissions += 1
-        self.running.append(seq)
-        scenario = self.scenario
-        nbytes = seq.private_tokens * scenario.bytes_per_token * seq.quantization_level.multiplier
-        tally.swap_ins += 1
-        tally.swap_latency += scenario.swap_overhead_s + nbytes / scenario.pcie_bytes_per_s
-        self._emit("removed", "cpu", "swap_in", seq, blocks)
-        self._emit("stored", "gpu", "swap_in", seq, blocks)
-
     def _try_admit(self, seq: Sequence, tally: _Tally) -> bool:
         pool = self.pool
         request = seq.request
         hashes = request.prefix_hashes
         hits, cached_hits = pool.cached_hit_length(hashes)
-        private_blocks = self.blocks_for(seq, Quantization.FP16)
-        if len(hashes) - hits + private_blocks > pool.available - cached_hits:
+        loaded = seq.cpu_blocks
+        if loaded:
+            remaining = seq.prefill_remaining
+            level = seq.quantization_level
+        else:
+            remaining = seq.context_tokens - min(hits * self.block_size, seq.prefix_tokens)
+            level = self.base_level
+        chunk = self._first_chunk_blocks(seq, remaining, level)
+        if len(hashes) - hits + max(chunk, loaded) > pool.available - cached_hits:
             return False
         _, stored, reclaimed = pool.acquire_prefix(hashes, hits)
         self._reclaimed(reclaimed)
         if stored and self.subscribers:
             self._emit_prefix("stored", "admit", tuple(stored))
-        self._reclaimed(pool.allocate(private_blocks))
-        seq.gpu_blocks = private_blocks
         seq.prefix_held = len(hashes)
+        seq.quantization_level = level
+        seq.prefill_remaining = max(remaining, 1) if not loaded else remaining
+        if loaded:
+            self._reclaimed(pool.allocate(loaded))
+            self.cpu_used -= loaded
+            seq.gpu_blocks, seq.cpu_blocks = loaded, 0
+            scenario = self.scenario
+            nbytes = seq.kv_private * scenario.bytes_per_token * level.multiplier
+            tally.swap_ins += 1
+            tally.swap_latency += scenario.swap_overhead_s + nbytes / scenario.pcie_bytes_per_s
+            self._emit("removed", "cpu", "swap_in", seq, loaded)
+            self._emit("stored", "gpu", "swap_in", seq, loaded)
+        else:
+            seq.gpu_blocks = 0
         seq.status = Status.RUNNING
-        seq.quantization_level = Quantization.FP16
         seq.admitted_order = self.admissions
         self.admissions += 1
-        hit_tokens = min(hits * self.block_size, request.prompt_tokens)
-        seq.prefill_remaining = max(request.prompt_tokens + seq.generated - hit_tokens, 1)
         self.running.append(seq)
         tally.hits += hits
         tally.lookups += len(hashes)
-        self._emit("stored", "gpu", "admit", seq, private_blocks)
         return True
 
     def _fail_expired(self, tally: _Tally) -> None:
@@ -396,6 +512,8 @@ class Engine:
         for seq in self.waiting:
             if t - seq.wait_since > limit:
                 seq.status = Status.FAILED
+                self.cpu_used -= seq.cpu_blocks
+                seq.cpu_blocks = 0
                 tally.failures += 1
             else:
                 remaining.append(seq)
@@ -403,13 +521,19 @@ class Engine:
 
     def _arrive(self) -> None:
         t = self.t
-        if t >= len(self._arrivals):
+        if self.draining or t >= len(self._arrivals):
             return
+        block_size = self.block_size
         for request in self._arrivals[t]:
-            private_prompt = max(
-                0, request.prompt_tokens - len(request.prefix_hashes) * self.block_size
+            prefix = min(len(request.prefix_hashes) * block_size, request.prompt_tokens)
+            seq = Sequence(
+                request,
+                request.prompt_tokens - prefix,
+                wait_since=t,
+                not_before=t + 1,
+                quantization_level=self.base_level,
+                prefix_tokens=prefix,
             )
-            seq = Sequence(request, private_prompt, wait_since=t, not_before=t + 1)
             self.sequences[request.seq_id] = seq
             self.waiting.append(seq)
 
@@ -437,9 +561,8 @@ class Engine:
         if not self.subscribers or not blocks:
             return
         if token_range is None:
-            start = len(seq.request.prefix_hashes) * self.block_size
-            start = min(start, seq.request.prompt_tokens)
-            token_range = (start, start + seq.private_tokens)
+            start = seq.prefix_tokens
+            token_range = (start, start + seq.kv_private)
         event = BlockEvent(kind, self.t, medium, reason, seq.seq_id, blocks, (), token_range)
         for subscriber in self.subscribers:
             subscriber(event)
@@ -456,17 +579,19 @@ class Engine:
         clone.scenario = self.scenario
         clone.schedule = self.schedule
         clone.block_size = self.block_size
+        clone.base_level = self.base_level
         clone.pool = self.pool.copy()
         clone.cpu_capacity = self.cpu_capacity
         clone.cpu_used = self.cpu_used
         clone.t = self.t
-        copies = {id(s): _copy_sequence(s) for s in (*self.running, *self.swapped, *self.waiting)}
+        copies = {id(s): _copy_sequence(s) for s in (*self.running, *self.paused, *self.waiting)}
         clone.running = [copies[id(s)] for s in self.running]
-        clone.swapped = [copies[id(s)] for s in self.swapped]
+        clone.paused = [copies[id(s)] for s in self.paused]
         clone.waiting = deque(copies[id(s)] for s in self.waiting)
         clone.sequences = {k: copies.get(id(s), s) for k, s in self.sequences.items()}
         clone.evictions = list(self.evictions)
         clone.admissions = self.admissions
+        clone.draining = self.draining
         clone.subscribers = []
         clone._arrivals = self._arrivals
         clone._quality = self._quality
@@ -478,29 +603,40 @@ class Engine:
         """Assert every accounting invariant; messages name the likely bug."""
         pool = self.pool
         pool.check()
-        resident = self.running
-        assert all(s.status is Status.RUNNING for s in resident), "non-running in running list"
-        assert all(s.status is Status.SWAPPED for s in self.swapped), "non-swapped in swap list"
+        assert all(s.status is Status.RUNNING for s in self.running), "non-running in running"
+        assert all(s.status in _BETWEEN_CALLS for s in self.paused), "non-paused in paused list"
         assert all(s.status is Status.WAITING for s in self.waiting), "non-waiting in queue"
-        private = sum(s.gpu_blocks for s in resident)
+        on_gpu = [*self.running, *(s for s in self.paused if s.status is Status.PAUSED)]
+        private = sum(s.gpu_blocks for s in on_gpu)
         assert private == pool.num_private, f"private blocks {private} != pool {pool.num_private}"
-        for seq in resident:
-            assert seq.gpu_blocks == self.blocks_for(seq), f"{seq.seq_id}: blocks != ceil(tokens)"
-        cpu = sum(s.cpu_blocks for s in self.swapped)
+        for seq in on_gpu:
+            assert seq.gpu_blocks == self.blocks_for(seq), f"{seq.seq_id}: blocks != ceil(kv)"
+        for seq in self.paused:
+            assert seq.prefill_remaining == 0 or seq.status is not Status.PAUSED, "paused mid-prefill"
+        cpu = sum(s.cpu_blocks for s in (*self.paused, *self.waiting))
         assert cpu == self.cpu_used <= self.cpu_capacity, f"cpu blocks {cpu} != {self.cpu_used}"
         refs: dict[int, int] = {}
-        for seq in (*resident, *self.swapped):
+        for seq in on_gpu:
             assert seq.prefix_held == len(seq.request.prefix_hashes), "partial prefix reference"
             for h in seq.request.prefix_hashes:
                 refs[h] = refs.get(h, 0) + 1
         assert refs == pool.ref_counts, "reference counts disagree with holders"
-        for seq in (*self.waiting, *(s for s in self.sequences.values() if s.status in _DONE)):
-            assert seq.gpu_blocks == seq.cpu_blocks == seq.prefix_held == 0, (
-                f"{seq.seq_id} ({seq.status}) still holds blocks"
-            )
+        for seq in self.waiting:
+            assert seq.gpu_blocks == seq.prefix_held == 0, f"{seq.seq_id} waits holding GPU KV"
+        for seq in self.paused:
+            if seq.status is not Status.PAUSED:
+                assert seq.gpu_blocks == seq.prefix_held == 0, f"{seq.seq_id} off GPU holds GPU KV"
+            if seq.status is Status.DISCARDED:
+                assert seq.cpu_blocks == 0, f"{seq.seq_id} discarded but holds CPU KV"
+        for seq in self.sequences.values():
+            if seq.status in _DONE:
+                assert seq.gpu_blocks == seq.cpu_blocks == seq.prefix_held == 0, (
+                    f"{seq.seq_id} ({seq.status}) still holds blocks"
+                )
         assert pool.used <= pool.num_blocks, "usage above physical capacity"
 
 
+_BETWEEN_CALLS = (Status.PAUSED, Status.SWAPPED, Status.DISCARDED)
 _DONE = (Status.FINISHED, Status.FAILED)
 
 
@@ -521,6 +657,11 @@ def _copy_sequence(seq: Sequence) -> Sequence:
         hotness=seq.hotness,
         admitted_order=seq.admitted_order,
         preemptions=seq.preemptions,
+        prefix_tokens=seq.prefix_tokens,
+        call=seq.call,
+        call_end=seq.call_end,
+        resume_step=seq.resume_step,
+        paused_since=seq.paused_since,
     )
 
 

@@ -12,13 +12,14 @@ from typing import NamedTuple
 
 from .engine import Engine
 from .sequence import Sequence
-from .types import EVICTION_VALUE, BlockType, Phase, Quantization, Status
+from .types import EVICTION_VALUE, BlockType, PauseKind, Phase, Quantization, Status
 
 CANDIDATES_SHOWN = 5
 
 
 class EntryView(NamedTuple):
-    """One sequence holding KV blocks (on the GPU, or swapped to CPU)."""
+    """One sequence holding KV blocks: computing on the GPU, or a session paused between two
+    calls with its KV on the GPU or offloaded to CPU."""
 
     seq_id: str
     block_type: BlockType
@@ -40,6 +41,16 @@ class EntryView(NamedTuple):
     last_access: int
     """Turn on which its KV was last read (negative = during warm-up)."""
     swapped: bool
+    """Its KV is on CPU (a paused session that was offloaded)."""
+    pause: PauseKind | None = None
+    """What a paused session waits on (None when it is computing). A real scheduler knows this
+    (the model emitted a tool call, or answered a human); it never knows when the call returns."""
+    paused_for: int = 0
+    """Steps it has been paused so far (0 when computing)."""
+
+    @property
+    def paused(self) -> bool:
+        return self.pause is not None
 
     @property
     def gpu_cost(self) -> int:
@@ -111,7 +122,11 @@ def build_observation(
 ) -> Observation:
     entries = tuple(
         sorted(
-            (_entry(engine, seq, warmup) for seq in (*engine.running, *engine.swapped)),
+            (
+                _entry(engine, seq, warmup)
+                for seq in (*engine.running, *engine.paused)
+                if seq.status is not Status.DISCARDED
+            ),
             key=lambda e: (-e.gpu_cost, e.seq_id),
         )
     )
@@ -153,8 +168,9 @@ def build_observation(
 def _entry(engine: Engine, seq: Sequence, warmup: int) -> EntryView:
     # Positional and inlined: this runs for every resident sequence on every turn.
     request = seq.request
-    swapped = seq.status is Status.SWAPPED
-    if swapped:
+    status = seq.status
+    swapped = status is Status.SWAPPED
+    if status is not Status.RUNNING:
         phase = Phase.IDLE
     elif seq.prefill_remaining:
         phase = Phase.PREFILL
@@ -168,12 +184,14 @@ def _entry(engine: Engine, seq: Sequence, warmup: int) -> EntryView:
         phase,
         request.priority,
         seq.quantization_level,
-        request.prompt_tokens + seq.generated - seq.prefill_remaining,
+        seq.context_tokens - seq.prefill_remaining,
         request.decode_rate,
         seq.cpu_blocks if swapped else seq.gpu_blocks,
         seq.prefix_held,
         engine.freeable_blocks(seq),
-        round(seq.generated / request.output_tokens, 2),
+        round(seq.generated / request.total_output, 2),
         seq.last_access_step - warmup,
         swapped,
+        request.followups[seq.call].pause if status is not Status.RUNNING else None,
+        engine.t - seq.paused_since if status is not Status.RUNNING else 0,
     )

@@ -2,7 +2,8 @@
 
 A record is plain data (JSON round-trips exactly through `to_dict`/`from_dict`), so an episode
 can be re-scored later from a results file or a verifiers trace without re-running it. Steps in
-it are turns (0 = the agent's first turn); warm-up steps are not part of it.
+it are turns (0 = the agent's first turn); warm-up steps are not part of it; the agent-free drain
+that ends the episode is summed in the `drain_*` fields.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ class EvictionRecord:
     forced: bool
     """True when the engine preempted it because growth did not fit."""
     freed_blocks: int
+    paused: bool = False
+    """True when it was a session paused between calls (its KV discarded until it returns)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ResidentRecord:
-    """A sequence still holding GPU blocks when the episode ended."""
+    """A sequence holding GPU blocks (computing or paused) at the last agent turn."""
 
     seq_id: str
     block_type: BlockType
@@ -79,6 +82,19 @@ class EpisodeRecord:
     swap_calls: int
     noop_calls: int
     invalid_calls: int
+    drain_steps: int = 0
+    """Agent-free steps run after the last turn."""
+    drain_tokens: int = 0
+    drain_effective_tokens: float = 0.0
+    drain_failures: int = 0
+    """Requests that timed out in the drain, or were still waiting or paused at its end."""
+    reference_drain_tokens: int = 0
+    """Tokens the unconstrained engine generates in its own drain."""
+    reference_ideal_block_steps: float = 0.0
+    """Blocks an ideal server holds over the turns (only KV read that step, int4): see
+    `Reference.ideal_block_steps`."""
+    paused_evictions: int = 0
+    """Evictions (by the agent) of sessions paused between calls."""
 
     @property
     def usage(self) -> tuple[float, ...]:
@@ -86,7 +102,7 @@ class EpisodeRecord:
 
     @property
     def total_failures(self) -> int:
-        return sum(self.failures)
+        return sum(self.failures) + self.drain_failures
 
     @property
     def tokens_generated(self) -> int:

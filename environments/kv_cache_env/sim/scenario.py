@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .types import BlockType, Quantization
+from .types import BlockType, PauseKind, Quantization
 
 FallbackPolicy = Literal["vllm", "trtllm"]
 
@@ -33,6 +33,40 @@ class RequestProfile:
     """Uniform range of the request's priority (0-1, higher = more important)."""
     reasoning_fraction: float = 0.0
     """Share of the output spent in the `reasoning` phase before the answer is decoded."""
+
+
+@dataclass(frozen=True)
+class PauseProfile:
+    """One kind of interception between two calls of a session.
+
+    The pause length is drawn uniformly from `seconds` (whole seconds, inclusive), converted to
+    steps with the scenario's `step_seconds`, and hidden from the agent, which sees the kind and
+    this range; the next call appends `prompt_median * exp(sigma N(0,1))`
+    tokens (the tool's output or the user's message) and generates `output_median * exp(...)`.
+    """
+
+    kind: PauseKind
+    seconds: tuple[int, int]
+    prompt_median: int
+    prompt_sigma: float = 0.5
+    output_median: int = 120
+    output_sigma: float = 0.5
+
+
+# Interceptions, one step = one second. InferCept (Abhyankar et al., ICML 2024, arXiv
+# 2402.01869, Table 1) measures per-request interceptions of augmented LLMs: arithmetic and
+# retrieval tools return in well under a second to ~1 s (here 1-2 steps: a step is the scheduling
+# granularity), a virtual environment / code execution / image or speech model in several seconds
+# (3-6), a chatbot's human in tens of seconds (5-15 here: the short end of human think time, so
+# that a pause fits in an episode). Tool outputs are short (retrieved passages, observations:
+# ~100-300 tokens); a user's next chat message is short (ShareGPT turns: median ~ tens of tokens,
+# here 60) but the model answers at length.
+TOOL_PAUSE = PauseProfile(PauseKind.TOOL, (1, 2), prompt_median=150, output_median=80)
+LONG_TOOL_PAUSE = PauseProfile(PauseKind.LONG_TOOL, (3, 6), prompt_median=300, output_median=120)
+HUMAN_PAUSE = PauseProfile(PauseKind.HUMAN, (5, 15), prompt_median=60, output_median=200)
+PAUSES: dict[PauseKind, PauseProfile] = {
+    p.kind: p for p in (TOOL_PAUSE, LONG_TOOL_PAUSE, HUMAN_PAUSE)
+}
 
 
 # Defaults per block type, shaped after agentic serving workloads (NVIDIA Dynamo's agentic-
@@ -90,6 +124,23 @@ class Scenario:
     """Uniform range of a shared prefix's length, rounded down to whole blocks."""
     shared_prefix_probability: float = 0.7
     """Chance that a request starts with a shared prefix (system-type requests always do)."""
+    # --- sessions ----------------------------------------------------------------------------
+    session_probability: tuple[tuple[BlockType, float], ...] = (
+        (BlockType.SYSTEM, 0.6),
+        (BlockType.CONTEXT, 0.6),
+    )
+    """Chance that a request of that block type is a session of several calls (agents run
+    under a system prompt, chats carry context); other types are single calls."""
+    followups: tuple[int, int] = (1, 4)
+    """Uniform range of further calls a session makes after its first (InferCept: 3-28
+    interceptions per augmented request; fewer here, since an episode is short)."""
+    pause_mix: tuple[tuple[PauseKind, float], ...] = (
+        (PauseKind.TOOL, 0.5),
+        (PauseKind.LONG_TOOL, 0.3),
+        (PauseKind.HUMAN, 0.2),
+    )
+    """Share of each interception kind; a session keeps one kind (an agent calls tools, a chat
+    waits for its human)."""
     # --- engine ------------------------------------------------------------------------------
     decode_tokens_per_s: tuple[int, int] = (30, 60)
     """Uniform range of one sequence's decode speed (token_gen_rate), fixed per request."""
@@ -103,6 +154,9 @@ class Scenario:
     sequence; `trtllm` prioritized LRU (retention system 100, rest 35; least recent, then
     newest)."""
     # --- quantization ------------------------------------------------------------------------
+    base_quantization: Quantization = Quantization.FP16
+    """Precision the deployment stores KV at (vLLM `kv_cache_dtype`: `auto` = fp16, `fp8` ~
+    int8 here). Compression starts from it; tokens generated at it count fully."""
     quantization_loss: tuple[float, float] = (0.02, 0.10)
     """Quality lost per token generated from an int8 / int4 cache, for a sequence of sensitivity
     1: the token counts (1 - loss x sensitivity) toward throughput. int8 KV is reported near-
@@ -146,6 +200,10 @@ class Scenario:
             (all(0 <= q <= 1 for q in self.quantization_loss), "quantization_loss in [0, 1]"),
             (all(w >= 0 for _, w in self.quantization_sensitivity), "sensitivity >= 0"),
             (self.pcie_bytes_per_s > 0, "pcie_bytes_per_s must be > 0"),
+            (all(0 <= p <= 1 for _, p in self.session_probability), "session probability"),
+            (0 <= self.followups[0] <= self.followups[1], "followups: 0 <= lo <= hi"),
+            (sum(w for _, w in self.pause_mix) > 0, "pause_mix weights must sum to > 0"),
+            (self.base_quantization is not Quantization.INT4, "base_quantization: fp16 or int8"),
         ]
         for ok, message in checks:
             if not ok:
@@ -154,9 +212,26 @@ class Scenario:
     def profile(self, block_type: BlockType) -> RequestProfile:
         return dict(self.profiles)[block_type]
 
+    @property
+    def longest_pause(self) -> int:
+        """Longest pause any interception of this scenario can take, in steps."""
+        kinds = [k for k, w in self.pause_mix if w > 0]
+        return max((self.pause_steps(PAUSES[k].seconds[1]) for k in kinds), default=0)
+
+    def pause_steps(self, seconds: float) -> int:
+        """Steps a pause of `seconds` lasts (at least one)."""
+        return max(1, round(seconds / self.step_seconds))
+
+    @property
+    def drain_steps(self) -> int:
+        """Cap of the agent-free drain that ends every episode: the longest pause, then
+        `max_wait_steps` in the queue, plus one step to be admitted."""
+        return self.longest_pause + self.max_wait_steps + 1
+
     def quality(self, level: Quantization, block_type: BlockType) -> float:
-        """What one token generated by a `block_type` sequence stored at `level` is worth."""
-        if level is Quantization.FP16:
+        """What one token generated by a `block_type` sequence stored at `level` is worth
+        (1 at the deployment's own precision or above)."""
+        if level.packing <= self.base_quantization.packing:
             return 1.0
         loss = self.quantization_loss[0 if level is Quantization.INT8 else 1]
         return max(0.0, 1.0 - loss * dict(self.quantization_sensitivity)[block_type])
@@ -205,13 +280,132 @@ HARD = Scenario(
         (BlockType.REASONING, 0.22),
         (BlockType.EPHEMERAL, 0.20),
     ),
+    # hard's sessions pause longer and more often, and it declares TensorRT-LLM's fallback
+    # (prioritized LRU among running sequences, seed 000), so that what the engine cannot see
+    # - idle paused KV - is the agent's to manage.
+    followups=(2, 6),
+    pause_mix=((PauseKind.TOOL, 0.3), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.4)),
+    fallback="trtllm",
+)
+
+# --- suite v2: named regimes (parameters and sources frozen before the first validate run) ---
+_SESSIONS = (
+    (BlockType.SYSTEM, 0.9),
+    (BlockType.CONTEXT, 0.9),
+    (BlockType.GENERATION, 0.5),
+)
+# Agent workloads: long system prompts and tool-augmented contexts (SWE-agent / ReAct traces run
+# to several thousand tokens per call and grow with every observation; InferCept's VE and QA
+# augmentations average 3-28 interceptions per request).
+_AGENT_PROFILES = tuple(
+    (t, RequestProfile(3000, 0.5, 200, 0.6, (0.5, 1.0)) if t is BlockType.SYSTEM else p)
+    for t, p in DEFAULT_PROFILES
+)
+
+AGENT_TOOLS = Scenario(
+    name="agent-tools",
+    budget_fraction=(0.30, 0.40),
+    arrival_rate=(1.2, 1.8),
+    type_mix=(
+        (BlockType.SYSTEM, 0.40),
+        (BlockType.CONTEXT, 0.20),
+        (BlockType.GENERATION, 0.20),
+        (BlockType.REASONING, 0.10),
+        (BlockType.EPHEMERAL, 0.10),
+    ),
+    profiles=_AGENT_PROFILES,
+    session_probability=_SESSIONS,
+    followups=(3, 8),
+    pause_mix=((PauseKind.TOOL, 0.6), (PauseKind.LONG_TOOL, 0.4)),
+    # a 70B-class model on one node prefills ~4k tokens/s (vLLM's chunked-prefill budget shared
+    # with decode), so recomputing a discarded agent context costs seconds
+    prefill_tokens_per_s=4096,
+    cpu_capacity_fraction=1.0,
+)
+
+CHAT_HUMAN = Scenario(
+    name="chat-human",
+    budget_fraction=(0.30, 0.40),
+    arrival_rate=(1.6, 2.4),
+    session_probability=_SESSIONS,
+    followups=(2, 5),
+    pause_mix=((PauseKind.HUMAN, 1.0),),
+    # a host with a small swap space (vLLM's default `swap_space` is 4 GiB per GPU)
+    cpu_capacity_fraction=0.25,
+)
+
+BIG_CPU = Scenario(
+    name="big-cpu",
+    budget_fraction=(0.30, 0.40),
+    arrival_rate=(1.6, 2.4),
+    session_probability=_SESSIONS,
+    followups=(2, 6),
+    pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
+    # CPU DRAM twice the KV budget behind PCIe Gen5 x16 (~64 GB/s theoretical, ~50 effective);
+    # LMCache / vLLM's CPU offloading tier
+    cpu_capacity_fraction=2.0,
+    pcie_bytes_per_s=50e9,
+)
+
+INT8_DEPLOY = Scenario(
+    name="int8-deploy",
+    budget_fraction=(0.30, 0.40),
+    arrival_rate=(1.6, 2.4),
+    session_probability=_SESSIONS,
+    followups=(2, 6),
+    pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
+    # served with an fp8 KV cache (vLLM `kv_cache_dtype=fp8`, near-lossless): compression has one
+    # level left, int4, which loses several points on long context and reasoning (KIVI-2 and
+    # KVQuant-4b report 0.1-few points perplexity/accuracy; long-context retrieval more): 15%
+    base_quantization=Quantization.INT8,
+    quantization_loss=(0.0, 0.15),
+    cpu_capacity_fraction=0.5,
+    prefill_tokens_per_s=4096,
+)
+
+FLASH_CROWD = Scenario(
+    name="flash-crowd",
+    budget_fraction=(0.35, 0.45),
+    arrival_rate=(1.2, 1.8),
+    # bursts: a launch or a retry storm multiplies arrivals x4 on ~1 step in 5 (Azure's LLM
+    # inference traces show minute-scale bursts of several times the mean rate)
+    burst_probability=0.2,
+    burst_multiplier=4.0,
+    session_probability=_SESSIONS,
+    followups=(2, 6),
+    pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
 )
 
 # Seed 003's own geometry: 128-token pages (its memory_cost(page_size=128)).
 SEED_COMPATIBLE = MEDIUM.with_options(name="seed-compatible", block_size=128)
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (EASY, MEDIUM, HARD, SEED_COMPATIBLE)}
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        EASY,
+        MEDIUM,
+        HARD,
+        AGENT_TOOLS,
+        CHAT_HUMAN,
+        BIG_CPU,
+        INT8_DEPLOY,
+        FLASH_CROWD,
+        SEED_COMPATIBLE,
+    )
+}
 TIERS: tuple[str, ...] = ("easy", "medium", "hard")
+SUITE: tuple[str, ...] = (
+    "easy",
+    "medium",
+    "hard",
+    "agent-tools",
+    "chat-human",
+    "big-cpu",
+    "int8-deploy",
+    "flash-crowd",
+)
+"""The scenarios `kvarena validate` and the default leaderboard cover (suite v2)."""
+SUITE_VERSION = "2"
 
 
 def get_scenario(name: str) -> Scenario:

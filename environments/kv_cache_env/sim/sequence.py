@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .types import BlockType, Phase, Quantization, Status
+from .types import BlockType, PauseKind, Phase, Quantization, Status
 from .workload import Request
 
 
@@ -17,7 +17,8 @@ from .workload import Request
 class Sequence:
     request: Request
     private_prompt: int
-    """Prompt tokens past the shared prefix blocks (they live in private blocks)."""
+    """Prompt tokens past the shared prefix blocks (they live in private blocks), follow-up
+    calls' prompts included once they arrived."""
     wait_since: int
     """Engine step since which it has been waiting (arrival or last preemption). engine"""
     not_before: int
@@ -25,9 +26,20 @@ class Sequence:
     status: Status = Status.WAITING
     quantization_level: Quantization = Quantization.FP16
     generated: int = 0
-    """Output tokens generated so far (kept across preemptions: recompute restores them)."""
+    """Output tokens generated so far over all calls (kept across preemptions: recompute
+    restores them)."""
     prefill_remaining: int = 0
-    """Prompt tokens still to (re)compute before decoding; 0 once decoding. engine"""
+    """Context tokens still to (re)compute before decoding; 0 once decoding. engine"""
+    prefix_tokens: int = 0
+    """Prompt tokens held in shared prefix blocks (the rest of the prompt is private)."""
+    call: int = 0
+    """Index of the current call (0 = the first; `request.followups[call - 1]` the latest)."""
+    call_end: int = -1
+    """Value of `generated` at which the current call completes (set from the request). engine"""
+    resume_step: int = -1
+    """Engine step at which a paused session's next call arrives. Hidden from the agent. engine"""
+    paused_since: int = -1
+    """Engine step from which it has been paused (-1 when not paused). engine"""
     gpu_blocks: int = 0
     """Private physical blocks on the GPU at `quantization_level`. engine"""
     cpu_blocks: int = 0
@@ -42,6 +54,10 @@ class Sequence:
     """Admission counter value at its last admission (larger = newer). engine"""
     preemptions: int = 0
     """Times it was evicted, by the agent or the engine."""
+
+    def __post_init__(self) -> None:
+        if self.call_end < 0:
+            self.call_end = self.request.output_tokens
 
     # --- seed-003 CacheEntry fields derived from the request and the state -------------------
     @property
@@ -71,10 +87,22 @@ class Sequence:
 
     @property
     def tokens_cached(self) -> int:
-        """Tokens whose KV is held (GPU or CPU); 0 while waiting."""
-        if self.status is Status.RUNNING or self.status is Status.SWAPPED:
-            return self.request.prompt_tokens + self.generated - self.prefill_remaining
+        """Tokens whose KV is held (GPU or CPU)."""
+        if self.status in _HOLDING or self.cpu_blocks:
+            return self.context_tokens - self.prefill_remaining
         return 0
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens of the whole context so far: shared prefix, prompts, generated output."""
+        return self.prefix_tokens + self.private_prompt + self.generated
+
+    @property
+    def pause(self) -> PauseKind | None:
+        """Kind of the interception a paused session waits on (None when not paused)."""
+        if self.status in _PAUSED:
+            return self.request.followups[self.call].pause
+        return None
 
     @property
     def is_compressed(self) -> bool:
@@ -97,10 +125,27 @@ class Sequence:
     # --- accounting helpers ------------------------------------------------------------------
     @property
     def progress(self) -> float:
-        """Generated / target output tokens (seed 003's "progress" in risky eviction)."""
-        return self.generated / self.request.output_tokens
+        """Generated / target output tokens over all calls (seed 003's "progress" in risky
+        eviction)."""
+        return self.generated / self.request.total_output
 
     @property
     def private_tokens(self) -> int:
-        """Tokens stored in private blocks: everything past the shared prefix blocks."""
+        """Context tokens past the shared prefix blocks (they live in private blocks)."""
         return self.private_prompt + self.generated
+
+    @property
+    def kv_private(self) -> int:
+        """Private tokens whose KV exists (computed, or loaded): those still to prefill have
+        none yet. Prefill computes the shared prefix first, so while more than the private
+        tokens remain, no private KV exists."""
+        private = self.private_prompt + self.generated
+        return private - min(self.prefill_remaining, private)
+
+    @property
+    def has_more_calls(self) -> bool:
+        return self.call < len(self.request.followups)
+
+
+_HOLDING = (Status.RUNNING, Status.PAUSED, Status.SWAPPED)
+_PAUSED = (Status.PAUSED, Status.SWAPPED, Status.DISCARDED)

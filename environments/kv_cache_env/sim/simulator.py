@@ -11,6 +11,13 @@ Reset draws the whole arrival schedule and the memory budget from `numpy.random.
 runs an unconstrained reference engine over the same schedule (its peak sets the capacity, its
 output is the throughput ceiling), then plays the warm-up steps. The same scenario, seed and
 actions give a bit-identical episode. Pure: no I/O, no wall clock.
+
+The last agent turn is followed by a **drain** (a departure from seed 003, which just stops):
+agent-free engine steps with no new arrivals and no new pauses, in which paused sessions return
+on schedule (offloaded ones load their KV back, discarded ones recompute, waiting ones may time
+out), until nothing is left or `scenario.drain_steps` have run; then whatever still waits or is
+paused fails. The drain makes the consequences of the last turns count: a last-turn dump of the
+cache pays for itself in the drain. The reference engine runs through the same drain.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from .observation import Observation, build_observation
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
 from .scenario import Scenario
 from .sequence import Sequence
-from .types import Status
+from .types import Quantization, Status
 from .workload import Schedule, synthesize
 
 UNLIMITED_BLOCKS = 1 << 40
@@ -42,18 +49,42 @@ class Reference:
     """Tokens generated during the scored turns."""
     block_steps: int
     """Blocks held, summed over the scored turns."""
+    drain_tokens: int = 0
+    """Tokens generated during its drain."""
+    ideal_block_steps: float = 0.0
+    """Over the scored turns, the blocks an ideal server would hold: only the KV read in the
+    step (sequences that computed), private blocks at the most compact precision (int4), plus
+    the prefix blocks in use. The floor of `memory_efficiency`."""
 
 
 def run_reference(scenario: Scenario, schedule: Schedule) -> Reference:
     engine = Engine(scenario, schedule, UNLIMITED_BLOCKS)
     engine.cpu_capacity = 0
     tokens = block_steps = 0
+    ideal = 0.0
+    densest = Quantization.INT4.packing / scenario.base_quantization.packing
     for t in range(schedule.horizon):
         stats = engine.step()
         if t >= scenario.warmup_steps:
             tokens += stats.tokens
             block_steps += stats.used_blocks
-    return Reference(max(engine.pool.peak_used, 1), tokens, block_steps)
+            ideal += stats.active_blocks / densest + len(engine.pool.ref_counts)
+    drain = run_drain(engine)
+    return Reference(
+        max(engine.pool.peak_used, 1), tokens, block_steps, sum(s.tokens for s in drain[0]), ideal
+    )
+
+
+def run_drain(engine: Engine) -> tuple[list[StepStats], int]:
+    """Play the agent-free drain on `engine`: its step stats, and the failures of whatever is
+    left waiting or paused when the cap is reached."""
+    engine.draining = True
+    stats = []
+    for _ in range(engine.scenario.drain_steps):
+        if engine.idle:
+            break
+        stats.append(engine.step())
+    return stats, engine.fail_unfinished()
 
 
 class Simulator:
@@ -93,6 +124,9 @@ class Simulator:
             self.engine.step()
         self.turn = 0
         self._stats: list[StepStats] = []
+        self._drain: list[StepStats] = []
+        self._drain_failures = 0
+        self._residents: tuple[ResidentRecord, ...] = ()
         self._calls_this_turn = 0
         self._calls_per_turn: list[int] = []
         self._counts = {"evict": 0, "compress": 0, "swap": 0, "noop": 0, "invalid": 0}
@@ -142,6 +176,9 @@ class Simulator:
         self._calls_per_turn.append(self._calls_this_turn)
         self._calls_this_turn = 0
         self.turn += 1
+        if self.done:
+            self._residents = self._resident_snapshot()
+            self._drain, self._drain_failures = run_drain(self.engine)
         return stats
 
     def subscribe(self, subscriber: Subscriber) -> None:
@@ -155,26 +192,30 @@ class Simulator:
             return ActionResult(True, "noop: nothing changed")
         engine = self.engine
         seq = engine.sequences.get(action.seq_id or "")
-        if seq is None or seq.status in (Status.WAITING, Status.FINISHED, Status.FAILED):
+        if seq is None or seq.status not in _HOLDING:
             return ActionResult(False, self._not_actionable(kind, action.seq_id, seq))
         sid = seq.seq_id
+        paused = seq.status is not Status.RUNNING
         if kind == "evict":
             freed = engine.evict(seq)
-            return ActionResult(
-                True, f"evict {sid}: freed {freed} GPU blocks; it will recompute", freed
-            )
+            later = "recomputes when its next call arrives" if paused else "it will recompute"
+            return ActionResult(True, f"evict {sid}: freed {freed} GPU blocks; {later}", freed)
         if seq.status is Status.SWAPPED:
-            resident = self._ids(Status.RUNNING)
+            resident = self._ids(Status.RUNNING, Status.PAUSED)
             return ActionResult(
                 False,
-                f"{kind} {sid}: it is already swapped to CPU; {kind} acts on GPU-resident "
+                f"{kind} {sid}: it is already offloaded to CPU; {kind} acts on GPU-resident "
                 f"sequences: {resident}",
             )
         if kind == "compress":
             level = seq.quantization_level
             if level.next_level is None:
                 valid = (
-                    ", ".join(s.seq_id for s in engine.running if s.quantization_level.next_level)
+                    ", ".join(
+                        s.seq_id
+                        for s in (*engine.running, *engine.paused)
+                        if s.status in _ON_GPU and s.quantization_level.next_level
+                    )
                     or "none"
                 )
                 return ActionResult(
@@ -195,16 +236,18 @@ class Simulator:
                 f"{engine.cpu_capacity} free",
             )
         freed = engine.swap_out(seq)
-        return ActionResult(True, f"swap {sid}: {freed} blocks moved to CPU", freed)
+        where = "stays paused on CPU" if paused else "waits at the queue front to load it back"
+        return ActionResult(True, f"swap {sid}: {freed} GPU blocks freed; it {where}", freed)
 
     def _not_actionable(self, kind: str, seq_id: str | None, seq: Sequence | None) -> str:
-        valid_status = (Status.RUNNING, Status.SWAPPED) if kind == "evict" else (Status.RUNNING,)
+        valid_status = _HOLDING if kind == "evict" else _ON_GPU
         valid = self._ids(*valid_status)
         if seq is None:
             what = f"unknown seq_id {seq_id!r}"
         else:
             what = {
-                Status.WAITING: f"{seq_id} is waiting in the queue and holds no blocks",
+                Status.WAITING: f"{seq_id} is waiting in the queue and holds no GPU blocks",
+                Status.DISCARDED: f"{seq_id} is paused and its KV was already discarded",
                 Status.FINISHED: f"{seq_id} already finished",
                 Status.FAILED: f"{seq_id} already failed",
             }[seq.status]
@@ -212,24 +255,31 @@ class Simulator:
 
     def _ids(self, *statuses: Status) -> str:
         engine = self.engine
-        seqs = [s for s in (*engine.running, *engine.swapped) if s.status in statuses]
+        seqs = [s for s in (*engine.running, *engine.paused) if s.status in statuses]
         return ", ".join(sorted((s.seq_id for s in seqs), key=_id_order)) or "none"
 
     # --- results -----------------------------------------------------------------------------
-    def record(self) -> EpisodeRecord:
-        warmup = self.scenario.warmup_steps
+    def _resident_snapshot(self) -> tuple[ResidentRecord, ...]:
+        """What holds GPU blocks now (computing or paused), each with its share of the blocks."""
         engine = self.engine
-        stats = self._stats
         counts = engine.pool.ref_counts
-        residents = tuple(
+        return tuple(
             ResidentRecord(
                 seq.seq_id,
                 seq.block_type,
                 seq.gpu_blocks
                 + sum(1 / counts[h] for h in seq.request.prefix_hashes[: seq.prefix_held]),
             )
-            for seq in engine.running
+            for seq in (*engine.running, *engine.paused)
+            if seq.status in _ON_GPU
         )
+
+    def record(self) -> EpisodeRecord:
+        warmup = self.scenario.warmup_steps
+        engine = self.engine
+        stats = self._stats
+        drain = self._drain
+        residents = self._residents if self.done else self._resident_snapshot()
         evictions = tuple(
             EvictionRecord(
                 e.step - warmup,
@@ -239,6 +289,7 @@ class Simulator:
                 e.progress,
                 e.forced,
                 e.freed_blocks,
+                e.paused,
             )
             for e in engine.evictions
             if e.step >= warmup
@@ -260,7 +311,7 @@ class Simulator:
             forced_preemptions=tuple(s.forced_preemptions for s in stats),
             prefix_hit_blocks=sum(s.prefix_hit_blocks for s in stats),
             prefix_lookup_blocks=sum(s.prefix_lookup_blocks for s in stats),
-            swap_latency_s=sum(s.swap_latency_s for s in stats),
+            swap_latency_s=sum(s.swap_latency_s for s in (*stats, *drain)),
             evictions=evictions,
             residents=residents,
             calls_per_turn=tuple(self._calls_per_turn),
@@ -269,6 +320,13 @@ class Simulator:
             swap_calls=self._counts["swap"],
             noop_calls=self._counts["noop"],
             invalid_calls=self._counts["invalid"],
+            drain_steps=len(drain),
+            drain_tokens=sum(s.tokens for s in drain),
+            drain_effective_tokens=sum(s.effective_tokens for s in drain),
+            drain_failures=sum(s.failures for s in drain) + self._drain_failures,
+            reference_drain_tokens=self.reference.drain_tokens,
+            reference_ideal_block_steps=self.reference.ideal_block_steps,
+            paused_evictions=sum(1 for e in evictions if e.paused),
         )
 
     # --- copies and checks -------------------------------------------------------------------
@@ -282,6 +340,9 @@ class Simulator:
         clone.engine = self.engine.clone()
         clone.turn = self.turn
         clone._stats = list(self._stats)
+        clone._drain = list(self._drain)
+        clone._drain_failures = self._drain_failures
+        clone._residents = self._residents
         clone._calls_this_turn = self._calls_this_turn
         clone._calls_per_turn = list(self._calls_per_turn)
         clone._counts = dict(self._counts)
@@ -289,6 +350,10 @@ class Simulator:
 
     def check_invariants(self) -> None:
         self.engine.check()
+
+
+_HOLDING = (Status.RUNNING, Status.PAUSED, Status.SWAPPED)
+_ON_GPU = (Status.RUNNING, Status.PAUSED)
 
 
 def _id_order(seq_id: str) -> tuple[int, str]:

@@ -7,8 +7,9 @@ wrapped here):
 
     turn 3/15 | block 16 | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 |
         queue 3 oldest 2/5 head 96 demand 250 preempted 1
-    seq type phase prio kv tokens rate priv shared frees prog last loc
-    r12 context decode 0.62 fp16 1840 40 99 16 99 0.41 2 gpu
+    seq type phase prio kv tokens rate priv shared frees prog last loc pause paused
+    r12 context decode 0.62 fp16 1840 40 99 16 99 0.41 2 gpu - 0
+    r9 system idle 0.81 fp16 2210 35 120 32 120 0.30 -1 gpu human 3
     candidates: r7=0.90 r3=0.85
 """
 
@@ -17,9 +18,10 @@ from __future__ import annotations
 import re
 
 from .observation import Candidate, EntryView, Observation, QueueView
-from .types import BlockType, Phase, Quantization
+from .types import BlockType, PauseKind, Phase, Quantization
 
-TABLE_HEADER = "seq type phase prio kv tokens rate priv shared frees prog last loc"
+TABLE_HEADER = "seq type phase prio kv tokens rate priv shared frees prog last loc pause paused"
+_COLUMNS = len(TABLE_HEADER.split())
 
 _HEADER = re.compile(
     r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| block (?P<block_size>\d+) \| "
@@ -45,7 +47,7 @@ def render(obs: Observation) -> str:
     lines.extend(
         f"{e.seq_id} {e.block_type} {e.phase} {e.priority:.2f} {e.quantization} {e.tokens} "
         f"{e.rate} {e.private_blocks} {e.shared_blocks} {e.frees} {e.progress:.2f} {e.last_access} "
-        f"{'cpu' if e.swapped else 'gpu'}"
+        f"{'cpu' if e.swapped else 'gpu'} {e.pause or '-'} {e.paused_for}"
         for e in obs.entries
     )
     if obs.candidates is not None:
@@ -76,8 +78,10 @@ def parse(text: str) -> Observation:
             candidates = _parse_candidates(line, number)
             continue
         fields = line.split()
-        if len(fields) != 13:
-            raise ValueError(f"line {number}: expected 13 columns, got {len(fields)}: {line!r}")
+        if len(fields) != _COLUMNS:
+            raise ValueError(
+                f"line {number}: expected {_COLUMNS} columns, got {len(fields)}: {line!r}"
+            )
         try:
             entries.append(
                 EntryView(
@@ -94,6 +98,8 @@ def parse(text: str) -> Observation:
                     progress=float(fields[10]),
                     last_access=int(fields[11]),
                     swapped=_location(fields[12]),
+                    pause=None if fields[13] == "-" else PauseKind(fields[13]),
+                    paused_for=int(fields[14]),
                 )
             )
         except ValueError as error:

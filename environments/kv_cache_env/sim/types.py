@@ -66,7 +66,8 @@ _NEXT = {Quantization.FP16: Quantization.INT8, Quantization.INT8: Quantization.I
 
 
 class Phase(StrEnum):
-    """Seed-003 PhaseType of a resident sequence. Swapped sequences are idle."""
+    """Seed-003 PhaseType of a sequence holding KV. A paused session (between two calls, on the
+    GPU or offloaded to CPU) is idle."""
 
     PREFILL = "prefill"
     DECODE = "decode"
@@ -75,10 +76,31 @@ class Phase(StrEnum):
 
 
 class Status(StrEnum):
-    """Where a request is in its life. Only RUNNING and SWAPPED sequences hold KV blocks."""
+    """Where a request (a session of one or more LLM calls) is in its life.
+
+    - WAITING: in the admission queue. It holds no GPU block; it may hold CPU blocks (KV
+      offloaded by `swap`, loaded back on admission instead of recomputed).
+    - RUNNING: on the GPU, prefilling or decoding its current call.
+    - PAUSED: between two calls (a tool runs, a human thinks); its KV stays on the GPU, pinned.
+    - SWAPPED: between two calls with its KV offloaded to CPU.
+    - DISCARDED: between two calls with its KV thrown away; it recomputes on return.
+    - FINISHED, FAILED: done; nothing held.
+    """
 
     WAITING = "waiting"
     RUNNING = "running"
+    PAUSED = "paused"
     SWAPPED = "swapped"
+    DISCARDED = "discarded"
     FINISHED = "finished"
     FAILED = "failed"
+
+
+class PauseKind(StrEnum):
+    """Why a session is paused between two calls (InferCept's interceptions, arXiv 2402.01869):
+    a short tool call (calculator, retrieval, a quick API), a long tool (code execution, a
+    virtual environment, another model), or a human reading and typing the next chat turn."""
+
+    TOOL = "tool"
+    LONG_TOOL = "long_tool"
+    HUMAN = "human"

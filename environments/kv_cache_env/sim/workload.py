@@ -13,11 +13,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .scenario import Scenario
-from .types import BlockType
+from .scenario import PAUSES, Scenario
+from .types import BlockType, PauseKind
 
 # Prefix block hashes of synthetic prefix k are PREFIX_HASH_BASE * (k + 1) + i, i = block index.
 PREFIX_HASH_BASE = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUp:
+    """One further call of a session: after its previous call completes, the session pauses
+    for `pause_steps` (hidden from the agent; it sees `pause`), then appends `prompt_tokens` new
+    prompt tokens (a tool's output, a user's message) and generates `output_tokens`."""
+
+    pause: PauseKind
+    pause_steps: int
+    prompt_tokens: int
+    output_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +52,14 @@ class Request:
     shared_prefix_id: str | None = None
     reasoning_tokens: int = 0
     """The first `reasoning_tokens` outputs are decoded in the `reasoning` phase."""
+    followups: tuple[FollowUp, ...] = ()
+    """Further calls of the session, in order (empty: a single call). `output_tokens` and
+    `prompt_tokens` describe the first call."""
+
+    @property
+    def total_output(self) -> int:
+        """Tokens the session generates over all its calls."""
+        return self.output_tokens + sum(f.output_tokens for f in self.followups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +77,19 @@ class Schedule:
         return by_step
 
     def max_request_blocks(self, block_size: int) -> int:
-        """fp16 blocks the largest request needs at its full length (capacity floor)."""
+        """fp16 blocks the largest session needs at its full length (capacity floor)."""
         return max(
-            (math.ceil((r.prompt_tokens + r.output_tokens) / block_size) for r in self.requests),
+            (
+                math.ceil(
+                    (
+                        r.prompt_tokens
+                        + r.total_output
+                        + sum(f.prompt_tokens for f in r.followups)
+                    )
+                    / block_size
+                )
+                for r in self.requests
+            ),
             default=1,
         )
 
@@ -89,6 +119,14 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
     uniforms = rng.random(total)
     decode_lo, decode_hi = scenario.decode_tokens_per_step
     decode_rates = rng.integers(decode_lo, decode_hi + 1, size=total)
+    # Sessions: drawn after everything above so that the first calls of a schedule do not depend
+    # on the session parameters.
+    session_p = dict(scenario.session_probability)
+    session_draw = rng.random(total)
+    pause_kinds = [k for k, _ in scenario.pause_mix]
+    pause_weights = np.array([w for _, w in scenario.pause_mix], dtype=float)
+    kind_index = rng.choice(len(pause_kinds), size=total, p=pause_weights / pause_weights.sum())
+    followup_counts = rng.integers(scenario.followups[0], scenario.followups[1] + 1, size=total)
 
     requests = []
     for i in range(total):
@@ -106,6 +144,10 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
             hashes = prefixes[k]
             prefix_id = f"p{k}"
         prompt = private_prompt + len(hashes) * scenario.block_size
+        followups: tuple[FollowUp, ...] = ()
+        if session_draw[i] < session_p.get(block_type, 0.0):
+            kind = pause_kinds[int(kind_index[i])]
+            followups = _followups(scenario, kind, int(followup_counts[i]), rng)
         requests.append(
             Request(
                 seq_id=f"r{i}",
@@ -118,9 +160,28 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
                 prefix_hashes=hashes,
                 shared_prefix_id=prefix_id,
                 reasoning_tokens=int(output * profile.reasoning_fraction),
+                followups=followups,
             )
         )
     return Schedule(requests=tuple(requests), horizon=horizon)
+
+
+def _followups(
+    scenario: Scenario, kind: PauseKind, count: int, rng: np.random.Generator
+) -> tuple[FollowUp, ...]:
+    profile = PAUSES[kind]
+    lo, hi = profile.seconds
+    seconds = rng.integers(lo, hi + 1, size=count)
+    normals = rng.standard_normal((count, 2))
+    return tuple(
+        FollowUp(
+            pause=kind,
+            pause_steps=scenario.pause_steps(float(seconds[j])),
+            prompt_tokens=_lognormal(profile.prompt_median, profile.prompt_sigma, normals[j, 0]),
+            output_tokens=_lognormal(profile.output_median, profile.output_sigma, normals[j, 1]),
+        )
+        for j in range(count)
+    )
 
 
 def _prefix_catalogue(scenario: Scenario, rng: np.random.Generator) -> list[tuple[int, ...]]:

@@ -1,0 +1,254 @@
+"""`bound`: the leaderboard's reference, a search that is an upper bound in practice.
+
+At every turn it tries, on copies of the simulator (the arrival schedule is fixed, so a play-out
+is exact):
+- the pool's policies played from here to the end of the episode (drain included), and
+- every *macro-action* (one turn's worth of a decision about a class of sessions: keep, compress,
+  offload or discard the sessions paused on a given kind of interception; compress running
+  sequences to a usage target; discard least recently used KV to a target; noop), each followed
+  by the best continuation policies found so far, played to the end;
+scores every finished copy with the rubric and keeps the best complete trajectory seen so far
+(fortified: it is replaced only by a better one), whose next actions it then takes. Turn 0 plays
+every pool policy from the start, so the bound is never below any pool policy on an episode; the
+macros are what let it beat every fixed rule. In-process only (it needs the simulator).
+
+`mask` removes one tool from everything it does (ablations: how much the bound loses without it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kv_cache_env.sim import Action, Observation, PauseKind, Simulator, compress, evict, swap
+from rubrics import score
+
+from .base import Policy, SimulatorPolicy, blocks_to_free, compress_gain, decide
+from .heuristics import arrival_order
+
+Macro = Callable[[Observation], list[Action]]
+
+
+def _paused(obs: Observation, kinds: frozenset[PauseKind]) -> list:
+    return [e for e in obs.entries if e.pause in kinds and not e.swapped]
+
+
+def discard_paused(kinds: frozenset[PauseKind]) -> Macro:
+    def macro(obs: Observation) -> list[Action]:
+        return [evict(e.seq_id) for e in _paused(obs, kinds)]
+
+    return macro
+
+
+def swap_paused(kinds: frozenset[PauseKind]) -> Macro:
+    def macro(obs: Observation) -> list[Action]:
+        room = obs.cpu_capacity - obs.cpu_used
+        actions = []
+        for e in _paused(obs, kinds):
+            if e.private_blocks <= room:
+                actions.append(swap(e.seq_id))
+                room -= e.private_blocks
+        return actions
+
+    return macro
+
+
+def compress_paused(kinds: frozenset[PauseKind]) -> Macro:
+    def macro(obs: Observation) -> list[Action]:
+        return [
+            compress(e.seq_id) for e in _paused(obs, kinds) if e.quantization.next_level is not None
+        ]
+
+    return macro
+
+
+def compress_to(target: float) -> Macro:
+    """Compress running sequences, largest first, until next step's growth fits under target."""
+
+    def macro(obs: Observation) -> list[Action]:
+        need = blocks_to_free(obs, target)
+        actions: list[Action] = []
+        for e in obs.entries:
+            if need <= 0:
+                break
+            if e.paused or e.swapped or (gain := compress_gain(e)) <= 0:
+                continue
+            actions.append(compress(e.seq_id))
+            need -= gain
+        return actions
+
+    return macro
+
+
+def evict_lru_to(target: float) -> Macro:
+    """Discard least recently used KV (paused sessions first, being idle) until under target."""
+
+    def macro(obs: Observation) -> list[Action]:
+        need = blocks_to_free(obs, target)
+        actions: list[Action] = []
+        order = sorted(
+            (e for e in obs.entries if e.frees > 0 and not e.swapped),
+            key=lambda e: (e.last_access, arrival_order(e.seq_id)),
+        )
+        for e in order:
+            if need <= 0:
+                break
+            actions.append(evict(e.seq_id))
+            need -= e.frees
+        return actions
+
+    return macro
+
+
+def _noop(obs: Observation) -> list[Action]:
+    return []
+
+
+_KIND_SETS: tuple[tuple[str, frozenset[PauseKind]], ...] = (
+    ("tool", frozenset({PauseKind.TOOL})),
+    ("long_tool", frozenset({PauseKind.LONG_TOOL})),
+    ("human", frozenset({PauseKind.HUMAN})),
+    ("long", frozenset({PauseKind.LONG_TOOL, PauseKind.HUMAN})),
+    ("all", frozenset(PauseKind)),
+)
+
+MACROS: tuple[tuple[str, Macro], ...] = (
+    ("noop", _noop),
+    *((f"discard-paused:{n}", discard_paused(k)) for n, k in _KIND_SETS),
+    *((f"swap-paused:{n}", swap_paused(k)) for n, k in _KIND_SETS),
+    *((f"compress-paused:{n}", compress_paused(k)) for n, k in _KIND_SETS if n in ("long", "all")),
+    ("compress-to:0.8", compress_to(0.8)),
+    ("compress-to:0.95", compress_to(0.95)),
+    ("evict-lru-to:0.8", evict_lru_to(0.8)),
+)
+
+
+class Masked(Policy):
+    """`policy` with one tool removed from its actions (the ablated bound's pool)."""
+
+    def __init__(self, policy: Policy, banned: str) -> None:
+        self.policy = policy
+        self.banned = banned
+        self.name = f"{policy.name}-{banned}"  # type: ignore[misc]
+
+    def reset(self, seed: int) -> None:
+        self.policy.reset(seed)
+
+    def act(self, obs: Observation) -> list[Action]:
+        return [a for a in self.policy.act(obs) if a.kind != self.banned]
+
+
+@dataclass
+class _Best:
+    reward: float
+    plan: list[list[Action]]
+    continuation: int
+    """Index in the pool of the policy that played the plan's tail."""
+
+
+def play(
+    sim: Simulator, first: list[Action] | None, policy: Policy
+) -> tuple[float, list[list[Action]]]:
+    """On a copy of `sim`: apply `first` this turn (or the policy's own choice when None), then
+    let `policy` play to the end. Returns (reward, actions per turn)."""
+    copy = sim.clone()
+    plan: list[list[Action]] = []
+    if first is not None:
+        for action in first:
+            copy.apply(action)
+        copy.step()
+        plan.append(first)
+    while not copy.done:
+        actions = decide(policy, copy)
+        for action in actions:
+            copy.apply(action)
+        copy.step()
+        plan.append(actions)
+    return score(copy.record()).reward, plan
+
+
+class BoundPolicy(SimulatorPolicy):
+    """The reference bound: fortified search over the pool and per-turn macro-actions."""
+
+    name = "bound"
+
+    def __init__(
+        self,
+        pool: Sequence[Callable[[], Policy]] | None = None,
+        *,
+        macros: Sequence[tuple[str, Macro]] = MACROS,
+        continuations: int = 2,
+        pool_replays: int = 3,
+        mask: str | None = None,
+    ) -> None:
+        """`continuations`: how many continuation policies follow each macro (the incumbent's
+        first, then the pool's best at turn 0); `pool_replays`: how many of the pool's best
+        policies are replayed from every turn (all are played at turn 0)."""
+        self._pool_factories = pool
+        self.macros = tuple(macros)
+        self.continuations = continuations
+        self.pool_replays = pool_replays
+        self.mask = mask
+        self._pool: list[Policy] = []
+        self._ranking: list[int] = []
+        self._best: _Best | None = None
+        self._seed: int | None = None
+
+    def _make_pool(self) -> list[Policy]:
+        factories = self._pool_factories
+        if factories is None:
+            from . import bound_pool
+
+            factories = bound_pool()
+        policies = [make() for make in factories]
+        if self.mask is not None:
+            policies = [Masked(p, self.mask) for p in policies]
+        return policies
+
+    def reset(self, seed: int) -> None:
+        self._pool = self._make_pool()
+        for policy in self._pool:
+            policy.reset(seed)
+        self._ranking = []
+        self._best = None
+        self._seed = seed
+
+    def _consider(self, reward: float, plan: list[list[Action]], continuation: int) -> None:
+        if self._best is None or reward > self._best.reward:
+            self._best = _Best(reward, plan, continuation)
+
+    def act_in(self, sim: Simulator) -> list[Action]:
+        if self._seed != sim.seed or (sim.turn == 0 and self._best is not None):
+            self.reset(sim.seed)
+        if sim.turn == 0 or not self._ranking:
+            results = []
+            for index, policy in enumerate(self._pool):
+                policy.reset(sim.seed)
+                reward, plan = play(sim, None, policy)
+                results.append(reward)
+                self._consider(reward, plan, index)
+            self._ranking = sorted(range(len(self._pool)), key=lambda i: -results[i])
+        else:
+            for index in self._ranking[: self.pool_replays]:
+                reward, plan = play(sim, None, self._pool[index])
+                self._consider(reward, plan, index)
+        assert self._best is not None
+        followers = list(dict.fromkeys([self._best.continuation, *self._ranking]))
+        followers = followers[: self.continuations]
+        obs = sim.observe(hints=False)
+        seen: set[tuple[Action, ...]] = set()
+        for _, macro in self.macros:
+            actions = macro(obs)
+            if self.mask is not None:
+                actions = [a for a in actions if a.kind != self.mask]
+            key = tuple(actions)
+            if key in seen:
+                continue
+            seen.add(key)
+            for index in followers:
+                reward, plan = play(sim, actions, self._pool[index])
+                self._consider(reward, plan, index)
+        plan = self._best.plan
+        actions = plan[0]
+        self._best = _Best(self._best.reward, plan[1:], self._best.continuation)
+        return actions
