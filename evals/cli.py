@@ -670,14 +670,31 @@ def report_command(
 @app.command("validate")
 def validate_command(
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=2)] = 100,
+    ablation_episodes: Annotated[
+        int | None,
+        typer.Option(min=1, help="Episodes per scenario for each ablated bound (default: -n)."),
+    ] = None,
+    deep_episodes: Annotated[
+        int | None,
+        typer.Option(min=1, help="Episodes per scenario for the deeper search (default: n/10)."),
+    ] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", min=1)] = os.cpu_count() or 1,
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
     from .validate import run_validation, validation_jobs
 
+    ablation = episodes if ablation_episodes is None else ablation_episodes
+    deep = max(2, episodes // 10) if deep_episodes is None else deep_episodes
+    jobs, bounds = validation_jobs(episodes, ablation, deep)
     with _progress() as progress:
-        task = progress.add_task("validate", total=len(validation_jobs(episodes)))
-        checks = run_validation(episodes, workers, lambda: progress.advance(task))
+        task = progress.add_task("validate", total=len(jobs) + len(bounds))
+        checks = run_validation(
+            episodes,
+            workers,
+            lambda: progress.advance(task),
+            ablation_episodes=ablation,
+            deep_episodes=deep,
+        )
     table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
     for check in checks:
         verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"

@@ -17,14 +17,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kv_cache_env.sim import TIERS
+from kv_cache_env.sim import SUITE, SUITE_VERSION, TIERS
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
+from .normalize import normalized_scores
+from .policies import REFERENCE
 from .results import validate
 from .stats import mean_ci
 from .summary import group_results
 
-REFERENCE = "lookahead"
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("failures", "failures/ep"),
     ("pressure_steps", "pressure steps"),
@@ -60,6 +61,11 @@ def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
             results.append(result)
     if not results:
         raise ReportError("no results to report")
+    suites = sorted({str(r["suite_version"]) for r in results})
+    if len(suites) > 1:
+        raise ReportError(
+            f"results of different suite versions ({', '.join(suites)}) cannot share a leaderboard"
+        )
     return results
 
 
@@ -74,13 +80,17 @@ class Row:
     components: dict[str, float]
     metrics: dict[str, float]
     gap: float | None
-    """Mean reward of `lookahead` minus this agent's, on the same scenario (None: not run)."""
+    """Mean reward of the bound minus this agent's, on the same scenario (None: not run)."""
     usage: list[float]
+    normalized: float | None = None
+    """(agent - noop) / (bound - noop) on paired seeds (None: no range, or not run)."""
+    to_bound: tuple[float, float] | None = None
+    """Paired bound - agent, (mean, 95% half-width)."""
     """Mean memory usage per turn."""
 
 
 def scenario_order(name: str) -> tuple[int, str]:
-    order = {tier: i for i, tier in enumerate((*TIERS, "seed-compatible"))}
+    order = {tier: i for i, tier in enumerate(dict.fromkeys((*TIERS, *SUITE, "seed-compatible")))}
     return (order.get(name, len(order)), name)
 
 
@@ -118,6 +128,13 @@ def leaderboard(results: Sequence[dict[str, Any]]) -> list[Row]:
         else r
         for r in rows
     ]
+    normalized = normalized_scores(results)
+    rows = [
+        replace(r, normalized=n.score, to_bound=n.to_bound)
+        if (n := normalized.get((r.scenario, r.agent)))
+        else r
+        for r in rows
+    ]
     rows.sort(key=lambda r: (scenario_order(r.scenario), -_key(r.reward[0]), r.agent))
     return rows
 
@@ -144,7 +161,8 @@ def _headers() -> list[str]:
         "episodes",
         "failed",
         "reward ± 95% CI",
-        "gap to lookahead",
+        "normalized",
+        "bound − agent ± 95% CI (paired)",
         *COMPONENTS,
         *(label for _, label in METRIC_COLUMNS),
     ]
@@ -160,7 +178,14 @@ def _cells(row: Row) -> list[tuple[str, float | str]]:
         (str(row.episodes), row.episodes),
         (str(row.failed), row.failed),
         (reward, _key(mean)),
-        (_fmt(row.gap), _key(row.gap if row.gap is not None else float("nan"))),
+        (
+            _fmt(row.normalized, 2),
+            _key(row.normalized if row.normalized is not None else float("nan")),
+        ),
+        (
+            "–" if row.to_bound is None else f"{row.to_bound[0]:+.3f} ± {row.to_bound[1]:.3f}",
+            _key(row.to_bound[0] if row.to_bound is not None else float("nan")),
+        ),
     ]
     cells += [(_fmt(row.components[c], sign=True), _key(row.components[c])) for c in COMPONENTS]
     cells += [(_fmt(row.metrics[m], 2), _key(row.metrics[m])) for m, _ in METRIC_COLUMNS]
@@ -175,8 +200,10 @@ def render_markdown(rows: Sequence[Row]) -> str:
         "One row per agent x scenario. Reward: mean ± Student-t 95% CI over the ok episodes; "
         "components are their unweighted means (weights: "
         + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_WEIGHTS.items())
-        + "). `failed` counts rollouts that produced no episode (never dropped). `gap to "
-        "lookahead` = lookahead's mean reward minus the agent's on the same scenario.",
+        + "). `failed` counts rollouts that produced no episode (never dropped). `normalized` "
+        "= (agent - noop) / (bound - noop) on the seeds all three ran (shown where bound - noop "
+        ">= 0.05); `bound − agent` is the paired difference to the reference bound with its 95% "
+        f"CI. Serving suite version {SUITE_VERSION}.",
         "",
         "| " + " | ".join(headers) + " |",
         "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|",

@@ -4,7 +4,8 @@ Every writer (policy runs, hosted-model runs, verifiers traces converted) produc
 shape, so one table holds policies and models alike. No wall-clock field is part of it: equal
 arguments give byte-identical files (`dumps` sorts keys and fixes separators).
 
-    schema_version  int     SCHEMA_VERSION
+    schema_version  int     SCHEMA_VERSION (2: serving suite v2 - sessions, drain, bound)
+    suite_version   str     the serving suite the episode belongs to (`kv_cache_env.sim.SUITE_VERSION`)
     agent           str     policy name, or model name for LLM runs
     scenario        str
     seed            int
@@ -27,10 +28,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kv_cache_env.sim import EpisodeRecord
+from kv_cache_env.sim import SUITE_VERSION, EpisodeRecord
 from rubrics import COMPONENTS, METRIC_NAMES, episode_metrics, resolve_weights, score
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 USAGE_FIELDS: tuple[str, ...] = (
     "input_tokens",
@@ -42,6 +43,7 @@ OPTIONAL_USAGE_FIELDS = frozenset({"cache_write_input_tokens"})
 """Added after version 1's first files: results written before it lack this field."""
 FIELDS: tuple[str, ...] = (
     "schema_version",
+    "suite_version",
     "agent",
     "scenario",
     "seed",
@@ -71,6 +73,7 @@ def episode_result(
     resolved = resolve_weights(weights)
     result: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
+        "suite_version": SUITE_VERSION,
         "agent": agent,
         "scenario": scenario,
         "seed": seed,

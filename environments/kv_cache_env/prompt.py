@@ -2,59 +2,89 @@
 
 from __future__ import annotations
 
-from .sim import BlockType, Observation, Quantization, Scenario, StepStats, render
+from .sim import PAUSES, BlockType, Observation, Quantization, Scenario, StepStats, render
 
 SYSTEM_PROMPT = """\
 You manage the KV-cache of an LLM inference server for {turns} turns. GPU memory is split into \
-blocks of {block_size} tokens. Requests arrive, are admitted first-come-first-served while \
-blocks allow, prefill their prompt, then decode tokens every step until done. A request that \
-waits in the queue more than {max_wait} steps FAILS; failures cost the most.
+blocks of {block_size} tokens (KV stored at {base} by default). Requests arrive, wait in a \
+first-come-first-served queue, are admitted while blocks allow, prefill their prompt in chunks \
+({prefill} tokens per step shared by all), then decode tokens every step. A request that waits \
+in the queue more than {max_wait} steps FAILS; failures cost the most.
+
+Many requests are SESSIONS of several LLM calls (agents calling tools, chats waiting for their \
+human). Between two calls a session is PAUSED: it computes nothing, but its KV stays on the GPU \
+(pinned) until its next call arrives and needs it. You see what it waits on and for how long it \
+has waited, never when it returns. Typical pauses: {pauses}. The engine never frees paused KV \
+by itself: when memory runs out it preempts RUNNING sequences ({fallback}), which then recompute.
 
 Every turn you get an observation, then you act. Batch EVERY action for this turn into ONE reply: \
-you may call several tools at once (e.g. compress two sequences and evict a third). All tool \
-calls of a reply are applied in order, their results are returned, then the server advances one \
-step and the next observation follows. A reply with no tool call means noop. One reply = one \
-step; you cannot act again until the next observation.
+you may call several tools at once. All tool calls of a reply are applied in order, their results \
+are returned, then the server advances one step and the next observation follows. A reply with \
+no tool call means noop. One reply = one step.
 
-Tools:
-- compress(seq_id): quantize one level (fp16 -> int8 -> int4), halving its private blocks each \
-time. Tokens it then generates count less toward throughput: {quality}.
-- evict(seq_id): free all its blocks now; it returns to the queue front, recomputes its whole \
-context later, and fails if it then waits too long. Evicting system, high-priority context or \
-nearly finished high-priority generation is penalised.
-- swap(seq_id): move its private blocks to CPU; it stops until swapped back in automatically \
-(not this step); no new request is admitted while anything is swapped out; swap-ins add latency.
+Tools (each on a running or a paused sequence holding GPU blocks):
+- compress(seq_id): quantize one level ({ladder}), halving its private blocks. Tokens it then \
+generates count less toward throughput: {quality}.
+- swap(seq_id): offload its private blocks to CPU (cpu capacity shown). A paused session stays \
+paused on CPU and loads its KV back when it returns (it then queues for GPU blocks); a running \
+one leaves the GPU for the queue front and loads back when readmitted. Loads add latency.
+- evict(seq_id): discard its KV. A running sequence goes to the queue front and recomputes its \
+whole context; a paused session recomputes its whole context when it returns (through the \
+queue, and the prefill budget). Discarding system, high-priority context or nearly finished \
+high-priority generation is penalised.
 - noop(): nothing.
+
+After the last turn the server drains without you: no new arrivals, paused sessions return on \
+schedule, offloaded ones load back, discarded ones recompute, and anything still waiting or \
+paused at the end fails. What you leave behind counts.
 
 Observation format:
   header: turn t/T | block size | gpu used/capacity blocks, usage %, cached (reusable prefix \
-blocks, free to reclaim), free | cpu swap used/capacity | queue: waiting requests, oldest wait \
-(steps) / limit, blocks the head needs, blocks the whole queue needs, how many were preempted
+blocks, free to reclaim), free | cpu offload used/capacity | queue: waiting requests, oldest \
+wait (steps) / limit, blocks the head needs, blocks the whole queue needs, how many were \
+preempted
   table, one row per sequence holding blocks, largest GPU footprint first:
-    seq type phase prio kv tokens rate priv shared frees prog last loc
+    seq type phase prio kv tokens rate priv shared frees prog last loc pause paused
     seq=id, type=system|context|generation|reasoning|ephemeral, phase=prefill|decode|\
-reasoning|idle, prio=priority 0-1, kv=fp16|int8|int4, tokens=tokens cached, rate=tokens per \
-step, priv=its own blocks, shared=shared prefix blocks, frees=GPU blocks evicting it frees now, \
-prog=generated/target, last=turn last accessed, loc=gpu|cpu
+reasoning|idle (idle = paused), prio=priority 0-1, kv=fp16|int8|int4, tokens=tokens cached, \
+rate=tokens per step, priv=its own blocks, shared=shared prefix blocks, frees=GPU blocks \
+evicting it frees now, prog=generated/target over all calls, last=turn last computed, \
+loc=gpu|cpu, pause=tool|long_tool|human|- (what a paused session waits on), paused=steps paused
   candidates: sequences cheapest to evict, with a 0-1 score (when shown)
 
-Score: avoid failures first; then throughput (tokens generated, quality-weighted); then keep \
-usage below 80% every turn (95%+ is pressure); then keep memory productive, keep high-value \
-blocks (system > context > generation > reasoning > ephemeral), avoid swap latency and risky \
-evictions. Act before memory runs out: when growth does not fit, the engine preempts the newest \
-sequence by itself, and that counts against you."""
+Score: avoid failures first (the drain included); then throughput (tokens generated, quality-\
+weighted, drain included); then keep usage below 80% every turn (95%+ is pressure); then keep \
+memory productive (idle KV counts against you), keep high-value blocks (system > context > \
+generation > reasoning > ephemeral), avoid load latency and risky evictions."""
 
 
 def system_prompt(scenario: Scenario) -> str:
+    levels = [q for q in Quantization if q.packing >= scenario.base_quantization.packing]
     quality = "; ".join(
-        f"{block_type} int8 {scenario.quality(Quantization.INT8, block_type):.0%} / "
-        f"int4 {scenario.quality(Quantization.INT4, block_type):.0%}"
+        f"{block_type} "
+        + " / ".join(f"{q} {scenario.quality(q, block_type):.0%}" for q in levels[1:])
         for block_type in BlockType
+    )
+    kinds = [k for k, w in scenario.pause_mix if w > 0]
+    pauses = ", ".join(
+        f"{k} {scenario.pause_steps(PAUSES[k].seconds[0])}-"
+        f"{scenario.pause_steps(PAUSES[k].seconds[1])} steps"
+        for k in kinds
+    )
+    fallback = (
+        "newest first, as vLLM does"
+        if scenario.fallback == "vllm"
+        else "least recently used first, system prompts last, as TensorRT-LLM does"
     )
     return SYSTEM_PROMPT.format(
         turns=scenario.steps,
         block_size=scenario.block_size,
+        base=scenario.base_quantization,
+        prefill=scenario.prefill_tokens_per_step,
         max_wait=scenario.max_wait_steps,
+        pauses=pauses or "none in this scenario",
+        fallback=fallback,
+        ladder=" -> ".join(levels),
         quality=quality,
     )
 

@@ -122,6 +122,15 @@ MACROS: tuple[tuple[str, Macro], ...] = (
     ("evict-lru-to:0.8", evict_lru_to(0.8)),
 )
 
+DEEP_MACROS: tuple[tuple[str, Macro], ...] = (
+    *MACROS,
+    *((f"compress-paused:{n}", compress_paused(k)) for n, k in _KIND_SETS if n not in ("long", "all")),
+    ("compress-to:0.7", compress_to(0.7)),
+    ("evict-lru-to:0.95", evict_lru_to(0.95)),
+    ("evict-lru-to:0.7", evict_lru_to(0.7)),
+)
+"""A wider macro set for the tightness check (the deeper search)."""
+
 
 class Masked(Policy):
     """`policy` with one tool removed from its actions (the ablated bound's pool)."""
@@ -177,7 +186,7 @@ class BoundPolicy(SimulatorPolicy):
         pool: Sequence[Callable[[], Policy]] | None = None,
         *,
         macros: Sequence[tuple[str, Macro]] = MACROS,
-        continuations: int = 2,
+        continuations: int = 1,
         pool_replays: int = 3,
         mask: str | None = None,
     ) -> None:

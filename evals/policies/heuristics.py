@@ -304,3 +304,24 @@ SESSION_RULES: tuple[type[Policy], ...] = (
     SwapPausedCompressPolicy,
     DiscardPausedCompressPolicy,
 )
+
+
+class OffloadOrDiscardPolicy(Policy):
+    """Three tools: offload paused sessions largest first while CPU room lasts, discard the KV
+    of the paused sessions left (the smaller contexts, cheapest to recompute), and compress
+    every running sequence one level."""
+
+    name = "offload-or-discard"
+
+    def act(self, obs: Observation) -> list[Action]:
+        swaps = swap_paused(obs)
+        swapped = {a.seq_id for a in swaps}
+        discard = [
+            evict(e.seq_id)
+            for e in obs.entries
+            if e.paused and not e.swapped and e.seq_id not in swapped
+        ]
+        return swaps + discard + compress_running(obs)
+
+
+SESSION_RULES = (*SESSION_RULES, OffloadOrDiscardPolicy)

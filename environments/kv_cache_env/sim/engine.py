@@ -37,7 +37,10 @@ One `step()`, in order (after the agent's actions):
    while draining, finishes it: its blocks are freed, its prefix blocks stay cached);
 4. admit waiting requests FCFS while blocks allow (prefix hits reduce the need; offloaded KV is
    loaded; the head of the queue blocks the rest; a request preempted this step waits a step);
-5. fail requests that have waited more than `max_wait_steps`;
+5. fail requests that have waited more than `max_wait_steps`, and resumed calls whose first
+   token has not come `max_wait_steps` after their return (a departure for sessions: their
+   client waits through queueing, loading and recompute alike, so a discarded long context that
+   cannot be recomputed in time fails - InferCept's cost of discarding);
 6. enqueue this step's arrivals (none while draining).
 """
 
@@ -338,6 +341,7 @@ class Engine:
             seq.call_end = seq.generated + follow.output_tokens
             seq.private_prompt += follow.prompt_tokens
             seq.paused_since = seq.resume_step = -1
+            seq.first_token_by = t + self.scenario.max_wait_steps
             if seq.status is Status.PAUSED:
                 seq.status = Status.RUNNING
                 seq.prefill_remaining = follow.prompt_tokens
@@ -392,6 +396,8 @@ class Engine:
                     self._emit("stored", "gpu", "grow", seq, need, (kv - need, kv))
             budget -= take
             seq.prefill_remaining = remaining - take
+            if n:
+                seq.first_token_by = -1
             seq.generated += n
             seq.last_access_step = t
             tokens += n
@@ -506,11 +512,17 @@ class Engine:
     def _fail_expired(self, tally: _Tally) -> None:
         limit = self.scenario.max_wait_steps
         t = self.t
+        late = [s for s in self.running if 0 <= s.first_token_by < t]
+        for seq in late:
+            self.running.remove(seq)
+            self._finish(seq)
+            seq.status = Status.FAILED
+            tally.failures += 1
         if not any(t - seq.wait_since > limit for seq in self.waiting):
             return
         remaining: deque[Sequence] = deque()
         for seq in self.waiting:
-            if t - seq.wait_since > limit:
+            if t - seq.wait_since > limit or 0 <= seq.first_token_by < t:
                 seq.status = Status.FAILED
                 self.cpu_used -= seq.cpu_blocks
                 seq.cpu_blocks = 0
@@ -662,6 +674,7 @@ def _copy_sequence(seq: Sequence) -> Sequence:
         call_end=seq.call_end,
         resume_step=seq.resume_step,
         paused_since=seq.paused_since,
+        first_token_by=seq.first_token_by,
     )
 
 

@@ -283,12 +283,24 @@ HARD = Scenario(
     # hard's sessions pause longer and more often, and it declares TensorRT-LLM's fallback
     # (prioritized LRU among running sequences, seed 000), so that what the engine cannot see
     # - idle paused KV - is the agent's to manage.
+    session_probability=(
+        (BlockType.SYSTEM, 0.9),
+        (BlockType.CONTEXT, 0.9),
+        (BlockType.GENERATION, 0.5),
+    ),
     followups=(2, 6),
     pause_mix=((PauseKind.TOOL, 0.3), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.4)),
     fallback="trtllm",
 )
 
 # --- suite v2: named regimes (parameters and sources frozen before the first validate run) ---
+# The named regimes are served with an fp8 KV cache (vLLM `kv_cache_dtype="fp8"`, TensorRT-LLM
+# and SGLang fp8 KV: near-lossless and the common throughput setting on Hopper GPUs), shown here
+# as int8: compression has one level left, int4, which costs several points on long-context
+# retrieval and long reasoning (KIVI, arXiv 2402.02750; KVQuant, arXiv 2401.18079): 15% for a
+# sensitivity-1 sequence (the seed's range runs 2-10%; with fp16 deployments, compressing
+# everything to int4 wins every regime, as the v1 audit showed).
+_FP8 = {"base_quantization": Quantization.INT8, "quantization_loss": (0.0, 0.15)}
 _SESSIONS = (
     (BlockType.SYSTEM, 0.9),
     (BlockType.CONTEXT, 0.9),
@@ -321,6 +333,7 @@ AGENT_TOOLS = Scenario(
     # with decode), so recomputing a discarded agent context costs seconds
     prefill_tokens_per_s=4096,
     cpu_capacity_fraction=1.0,
+    **_FP8,  # type: ignore[arg-type]
 )
 
 CHAT_HUMAN = Scenario(
@@ -332,6 +345,7 @@ CHAT_HUMAN = Scenario(
     pause_mix=((PauseKind.HUMAN, 1.0),),
     # a host with a small swap space (vLLM's default `swap_space` is 4 GiB per GPU)
     cpu_capacity_fraction=0.25,
+    **_FP8,  # type: ignore[arg-type]
 )
 
 BIG_CPU = Scenario(
@@ -345,22 +359,20 @@ BIG_CPU = Scenario(
     # LMCache / vLLM's CPU offloading tier
     cpu_capacity_fraction=2.0,
     pcie_bytes_per_s=50e9,
+    **_FP8,  # type: ignore[arg-type]
 )
 
-INT8_DEPLOY = Scenario(
-    name="int8-deploy",
+SLOW_PREFILL = Scenario(
+    name="slow-prefill",
     budget_fraction=(0.30, 0.40),
     arrival_rate=(1.6, 2.4),
     session_probability=_SESSIONS,
     followups=(2, 6),
     pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
-    # served with an fp8 KV cache (vLLM `kv_cache_dtype=fp8`, near-lossless): compression has one
-    # level left, int4, which loses several points on long context and reasoning (KIVI-2 and
-    # KVQuant-4b report 0.1-few points perplexity/accuracy; long-context retrieval more): 15%
-    base_quantization=Quantization.INT8,
-    quantization_loss=(0.0, 0.15),
+    # a 70B-class model: prefill ~4k tokens/s, so every recompute delays admissions
     cpu_capacity_fraction=0.5,
     prefill_tokens_per_s=4096,
+    **_FP8,  # type: ignore[arg-type]
 )
 
 FLASH_CROWD = Scenario(
@@ -374,6 +386,7 @@ FLASH_CROWD = Scenario(
     session_probability=_SESSIONS,
     followups=(2, 6),
     pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
+    **_FP8,  # type: ignore[arg-type]
 )
 
 # Seed 003's own geometry: 128-token pages (its memory_cost(page_size=128)).
@@ -388,7 +401,7 @@ SCENARIOS: dict[str, Scenario] = {
         AGENT_TOOLS,
         CHAT_HUMAN,
         BIG_CPU,
-        INT8_DEPLOY,
+        SLOW_PREFILL,
         FLASH_CROWD,
         SEED_COMPATIBLE,
     )
@@ -401,7 +414,7 @@ SUITE: tuple[str, ...] = (
     "agent-tools",
     "chat-human",
     "big-cpu",
-    "int8-deploy",
+    "slow-prefill",
     "flash-crowd",
 )
 """The scenarios `kvarena validate` and the default leaderboard cover (suite v2)."""

@@ -40,6 +40,9 @@ class Sequence:
     """Engine step at which a paused session's next call arrives. Hidden from the agent. engine"""
     paused_since: int = -1
     """Engine step from which it has been paused (-1 when not paused). engine"""
+    first_token_by: int = -1
+    """For a resumed call: the step by which its first token must come (-1: none pending). Its
+    client waits from the return on: queueing, loading and recomputing all count. engine"""
     gpu_blocks: int = 0
     """Private physical blocks on the GPU at `quantization_level`. engine"""
     cpu_blocks: int = 0
