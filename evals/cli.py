@@ -29,11 +29,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kv_cache_env.episodes import EpisodeSpec
-from kv_cache_env.sim import SCENARIOS, TIERS
+from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
 from kv_cache_env.traces import TraceError, load_trace
 
 from . import policies
 from .jobs import EpisodeJob, run_job
+from .normalize import Normalized, normalized_scores
 from .run_dir import RunDir
 from .summary import COLUMNS, Row, summarize
 
@@ -115,7 +116,7 @@ def eval_command(
         typer.Option(
             "--scenario",
             "-s",
-            help="Scenarios, comma-separated (default: easy,medium,hard). With --trace: the "
+            help="Scenarios, comma-separated (default: the serving suite v2). With --trace: the "
             "tier whose memory budget and request mix the replay uses (default: medium).",
         ),
     ] = None,
@@ -123,8 +124,11 @@ def eval_command(
         Path | None, typer.Option(help="Replay a Mooncake .jsonl or Azure .csv trace.")
     ] = None,
     full: Annotated[bool, typer.Option(help="With --trace: replay the whole trace.")] = False,
-    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 20,
-    seed: Annotated[int, typer.Option(help="Episode i uses seed + i.")] = 0,
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 10,
+    seed: Annotated[
+        int,
+        typer.Option(help="Episode i uses seed + i (evaluation seeds start at 0; see README)."),
+    ] = 0,
     steps: Annotated[int | None, typer.Option(min=1, help="Turns per episode.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")] = None,
     resume: Annotated[
@@ -153,7 +157,7 @@ def eval_command(
                 policies.create(name)
             except ValueError as error:
                 raise _fail(str(error)) from None
-    tiers = _split(scenario) or (["medium"] if trace else list(TIERS))
+    tiers = _split(scenario) or (["medium"] if trace else list(SUITE))
     for tier in tiers:
         if tier not in SCENARIOS:
             raise _fail(f"unknown scenario {tier!r}; known scenarios: {', '.join(SCENARIOS)}")
@@ -285,7 +289,7 @@ def eval_command(
         "episodes_failed": sum(1 for r in results if r["status"] != "ok"),
     }
     (out / "run.json").write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
-    _print_tables(summarize(results))
+    _print_tables(summarize(results), normalized_scores(results))
     failed = run_info["episodes_failed"]
     if failed:
         console.print(f"[yellow]{failed} episode(s) failed[/yellow]; see 'error' in the results")
@@ -378,13 +382,18 @@ def _progress() -> Progress:
     )
 
 
-def _print_tables(rows: list[Row]) -> None:
-    # Eight "mean±ci" columns need ~130 characters; wider than a default pipe's 80.
-    printer = out_console if out_console.width >= 130 else Console(width=130)
+def _print_tables(rows: list[Row], normalized: dict[tuple[str, str], Normalized]) -> None:
+    # Ten "mean±ci" columns need ~150 characters; wider than a default pipe's 80.
+    printer = out_console if out_console.width >= 150 else Console(width=150)
     for scenario in dict.fromkeys(r.scenario for r in rows):
-        table = Table(title=f"{scenario}: mean ± 95% CI", title_justify="left")
+        table = Table(
+            title=f"{scenario}: mean ± 95% CI; norm = (agent - noop) / (bound - noop), paired",
+            title_justify="left",
+        )
         table.add_column("agent")
         table.add_column("n", justify="right")
+        table.add_column("norm", justify="right")
+        table.add_column("bound-agent", justify="right")
         for header, _, _ in COLUMNS:
             table.add_column(header, justify="right")
         for row in sorted(
@@ -393,7 +402,14 @@ def _print_tables(rows: list[Row]) -> None:
         ):
             n = f"{row.episodes - row.failed}" + (f" ({row.failed} failed)" if row.failed else "")
             cells = [_cell(header, *row.values[header]) for header, _, _ in COLUMNS]
-            table.add_row(row.agent, n, *cells)
+            figures = normalized.get((scenario, row.agent))
+            norm = "-" if figures is None or figures.score is None else f"{figures.score:.2f}"
+            gap = (
+                "-"
+                if figures is None or figures.to_bound is None
+                else f"{figures.to_bound[0]:+.3f}±{figures.to_bound[1]:.3f}"
+            )
+            table.add_row(row.agent, n, norm, gap, *cells)
         printer.print(table)
 
 
@@ -566,18 +582,32 @@ def policies_command() -> None:
 @app.command("scenarios")
 def scenarios_command() -> None:
     """List the built-in scenarios and their main parameters."""
-    table = Table("scenario", "turns", "block", "budget", "arrivals/s", "bursts", "fallback")
+    table = Table(
+        "scenario",
+        "budget",
+        "arrivals/s",
+        "bursts",
+        "pauses",
+        "kv",
+        "cpu",
+        "prefill/s",
+        "fallback",
+        title=f"serving suite v{SUITE_VERSION} (the suite: {', '.join(SUITE)})",
+        title_justify="left",
+    )
     for sc in SCENARIOS.values():
         table.add_row(
             sc.name,
-            str(sc.steps),
-            str(sc.block_size),
             f"{sc.budget_fraction[0]:.2f}-{sc.budget_fraction[1]:.2f} of peak",
             f"{sc.arrival_rate[0]:.1f}-{sc.arrival_rate[1]:.1f}",
             f"{sc.burst_probability:.0%} x{sc.burst_multiplier:g}",
+            " ".join(f"{k} {w:g}" for k, w in sc.pause_mix),
+            str(sc.base_quantization),
+            f"{sc.cpu_capacity_fraction:g}x",
+            str(sc.prefill_tokens_per_s),
             sc.fallback,
         )
-    out_console.print(table)
+    Console(width=max(out_console.width, 140)).print(table)
 
 
 @app.command("serve-policy")

@@ -5,7 +5,7 @@ shape, so one table holds policies and models alike. No wall-clock field is part
 arguments give byte-identical files (`dumps` sorts keys and fixes separators).
 
     schema_version  int     SCHEMA_VERSION (2: serving suite v2 - sessions, drain, bound)
-    suite_version   str     the serving suite the episode belongs to (`kv_cache_env.sim.SUITE_VERSION`)
+    suite_version   str     the serving suite of the episode (`kv_cache_env.sim.SUITE_VERSION`)
     agent           str     policy name, or model name for LLM runs
     scenario        str
     seed            int

@@ -44,7 +44,7 @@ from kv_cache_env.sim import (
 from rubrics import score
 
 from .jobs import EpisodeJob, run_job
-from .policies import BoundPolicy, available, create
+from .policies import BoundPolicy, available
 from .policies.bound import DEEP_MACROS
 from .results import dumps, episode_result
 from .stats import mean_ci
@@ -215,7 +215,7 @@ def scenario_tables(
     for scenario in SUITE:
         noop = [results[scenario, "noop", s]["reward"] for s in seeds]
         bound = [results[scenario, "bound", s]["reward"] for s in seeds]
-        diff, half = paired(bound, noop)
+        _, half = paired(bound, noop)
         rng = float(np.mean(bound) - np.mean(noop))
         normalized = {}
         for agent in observation_agents():
@@ -318,8 +318,13 @@ def _family_checks(tables: dict[str, ScenarioTable]) -> list[Check]:
     return checks
 
 
-def _uses(results: dict[tuple[str, str, int], dict[str, Any]], scenario: str, agent: str,
-          tool: str, seeds: range) -> bool:
+def _uses(
+    results: dict[tuple[str, str, int], dict[str, Any]],
+    scenario: str,
+    agent: str,
+    tool: str,
+    seeds: range,
+) -> bool:
     return any(results[scenario, agent, s]["metrics"][f"{tool}_calls"] > 0 for s in seeds)
 
 
@@ -335,9 +340,7 @@ def _ablation_check(
         bound = np.mean([results[scenario, "bound", s]["reward"] for s in seeds])
         for tool in TOOLS:
             rivals = [f"no-{tool}"] + [
-                a
-                for a in observation_agents()
-                if not _uses(results, scenario, a, tool, seeds)
+                a for a in observation_agents() if not _uses(results, scenario, a, tool, seeds)
             ]
             best = max(np.mean([results[scenario, a, s]["reward"] for s in seeds]) for a in rivals)
             costs[tool][scenario] = float((bound - best) / table.range)

@@ -124,7 +124,11 @@ MACROS: tuple[tuple[str, Macro], ...] = (
 
 DEEP_MACROS: tuple[tuple[str, Macro], ...] = (
     *MACROS,
-    *((f"compress-paused:{n}", compress_paused(k)) for n, k in _KIND_SETS if n not in ("long", "all")),
+    *(
+        (f"compress-paused:{n}", compress_paused(k))
+        for n, k in _KIND_SETS
+        if n not in ("long", "all")
+    ),
     ("compress-to:0.7", compress_to(0.7)),
     ("evict-lru-to:0.95", evict_lru_to(0.95)),
     ("evict-lru-to:0.7", evict_lru_to(0.7)),

@@ -13,7 +13,16 @@ from __future__ import annotations
 from itertools import product
 from typing import Literal
 
-from kv_cache_env.sim import PAUSES, Action, EntryView, Observation, PauseKind, compress, evict, swap
+from kv_cache_env.sim import (
+    PAUSES,
+    Action,
+    EntryView,
+    Observation,
+    PauseKind,
+    compress,
+    evict,
+    swap,
+)
 
 from .base import Policy, blocks_to_free, compress_gain
 

@@ -18,7 +18,17 @@ from .engine import Engine, Eviction, StepStats
 from .events import BlockEvent
 from .observation import Candidate, EntryView, Observation, QueueView
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
-from .scenario import PAUSES, SCENARIOS, SUITE, SUITE_VERSION, TIERS, PauseProfile, RequestProfile, Scenario, get_scenario
+from .scenario import (
+    PAUSES,
+    SCENARIOS,
+    SUITE,
+    SUITE_VERSION,
+    TIERS,
+    PauseProfile,
+    RequestProfile,
+    Scenario,
+    get_scenario,
+)
 from .simulator import Reference, Simulator, run_reference
 from .text import approx_tokens, parse, render
 from .types import (
@@ -50,8 +60,8 @@ __all__ = [
     "EntryView",
     "EpisodeRecord",
     "Eviction",
-    "FollowUp",
     "EvictionRecord",
+    "FollowUp",
     "Observation",
     "PauseKind",
     "PauseProfile",

@@ -624,7 +624,9 @@ class Engine:
         for seq in on_gpu:
             assert seq.gpu_blocks == self.blocks_for(seq), f"{seq.seq_id}: blocks != ceil(kv)"
         for seq in self.paused:
-            assert seq.prefill_remaining == 0 or seq.status is not Status.PAUSED, "paused mid-prefill"
+            assert seq.prefill_remaining == 0 or seq.status is not Status.PAUSED, (
+                "paused mid-prefill"
+            )
         cpu = sum(s.cpu_blocks for s in (*self.paused, *self.waiting))
         assert cpu == self.cpu_used <= self.cpu_capacity, f"cpu blocks {cpu} != {self.cpu_used}"
         refs: dict[int, int] = {}

@@ -81,11 +81,7 @@ class Schedule:
         return max(
             (
                 math.ceil(
-                    (
-                        r.prompt_tokens
-                        + r.total_output
-                        + sum(f.prompt_tokens for f in r.followups)
-                    )
+                    (r.prompt_tokens + r.total_output + sum(f.prompt_tokens for f in r.followups))
                     / block_size
                 )
                 for r in self.requests
