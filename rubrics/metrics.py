@@ -19,6 +19,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "tokens_generated",
     "forced_preemptions",
     "prefix_hit_rate",
+    "drain_failures",
+    "paused_discards",
 )
 
 
@@ -48,4 +50,6 @@ def episode_metrics(record: EpisodeRecord) -> dict[str, float | int]:
         "tokens_generated": record.tokens_generated,
         "forced_preemptions": sum(record.forced_preemptions),
         "prefix_hit_rate": record.prefix_hit_blocks / lookups if lookups else 0.0,
+        "drain_failures": record.drain_failures,
+        "paused_discards": record.paused_evictions,
     }

@@ -27,7 +27,7 @@ from .agent import play_episode
 from .episodes import EpisodeSpec
 from .openai_chat import openai_chat
 from .prompt import system_prompt, turn_message
-from .sim import TIERS, EpisodeRecord, Simulator
+from .sim import SCENARIOS, EpisodeRecord, Simulator
 
 RECORD_KEY = "episode_record"
 
@@ -119,11 +119,14 @@ class KvCacheTask(vf.Task[KvCacheData, KvCacheState, KvCacheTaskConfig]):
 
 class KvCacheTasksetConfig(vf.TasksetConfig):
     scenario: str = "medium"
-    """Scenario: easy, medium, hard or seed-compatible; or the path of a Mooncake .jsonl /
-    Azure .csv trace to replay (with the `medium` budget)."""
+    """A built-in scenario (`kvarena scenarios`: easy, medium, hard, the suite v2 regimes
+    agent-tools, chat-human, big-cpu, slow-prefill, flash-crowd, or seed-compatible); or the path
+    of a Mooncake .jsonl / Azure .csv trace to replay (with the `medium` budget)."""
     num_tasks: int = 20
     """Number of episodes (task i uses seed base_seed + i)."""
     base_seed: int = 0
+    """First seed. Evaluation seeds start at 0; train on seeds >= 1,000,000
+    (`kv_cache_env.episodes.TRAIN_SEED_START`) so that no evaluated episode is trained on."""
     steps: int | None = None
     """Turns per episode (default: the scenario's, 15)."""
     block_size: int | None = None
@@ -137,7 +140,7 @@ class KvCacheTaskset(vf.Taskset[KvCacheTask, KvCacheTasksetConfig]):
     def load(self) -> Iterator[KvCacheTask]:
         config = self.config
         scenario, trace = config.scenario, None
-        if scenario not in (*TIERS, "seed-compatible"):
+        if scenario not in SCENARIOS:
             scenario, trace = "medium", config.scenario
         for i in range(config.num_tasks):
             data = KvCacheData(
