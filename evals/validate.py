@@ -86,7 +86,7 @@ def make_bound(variant: str) -> BoundPolicy:
     if variant == "bound":
         return BoundPolicy()
     if variant == "deep":
-        return BoundPolicy(macros=DEEP_MACROS, continuations=4, pool_replays=8)
+        return BoundPolicy(macros=DEEP_MACROS, continuations=3, pool_replays=99)
     if variant.startswith("no-"):
         return BoundPolicy(mask=variant.removeprefix("no-"))
     raise ValueError(f"unknown bound variant {variant!r}")
