@@ -177,6 +177,7 @@ def eval_command(
             is_local,
         )
         from .model_eval import ModelSpec, api_key  # imports openai: only when needed
+        from .prompt_cache.strategies import DEFAULT_STRATEGY
 
         sampling: dict[str, Any] = {}
         if temperature is not None:
@@ -262,7 +263,7 @@ def eval_command(
         "base_url": base_url,
         "api_key_var": api_key_var if model else None,
         "api": api if model else None,
-        "prompt_cache": ("tiers" if spec.uses_tiers else "off") if spec else None,
+        "prompt_cache": (DEFAULT_STRATEGY if spec.uses_tiers else "off") if spec else None,
         "concurrency": concurrency if model else None,
         "history_turns": history_turns,
         "scenarios": tiers,
