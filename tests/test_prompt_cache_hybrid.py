@@ -285,3 +285,45 @@ def test_replayed_serving_shapes_hybrid_is_never_costlier() -> None:
         rows = {r.strategy: r.cost for r in replay([transcript], Prices(3, 0.3, 3.75))}
         others = min(cost for name, cost in rows.items() if name != "hybrid")
         assert rows["hybrid"] <= others * 1.02, (history_turns, rows)
+
+
+def test_report_shows_input_dollars_per_episode(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from evals.cli import app
+    from evals.jobs import EpisodeJob, run_job
+    from evals.results import dumps
+    from kv_cache_env.episodes import EpisodeSpec
+
+    policy = run_job(EpisodeJob("lru", EpisodeSpec("easy", 0)))
+    usages = [
+        {
+            "input_tokens": 3_000_000,
+            "cached_input_tokens": 1_000_000,
+            "output_tokens": 5,
+            "cache_write_input_tokens": 1_000_000,
+        },
+        {
+            "input_tokens": 1_000_000,
+            "cached_input_tokens": 0,
+            "output_tokens": 5,
+            "cache_write_input_tokens": 0,
+        },
+    ]
+    model = [policy | {"agent": "m", "seed": i, "usage": u} for i, u in enumerate(usages)]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_text("".join(dumps(r) + "\n" for r in [policy, *model]))
+    prices = ["--price-in", "3", "--price-cached", "0.3", "--price-write", "3.75"]
+    runner = CliRunner()
+    done = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "r"), *prices])
+    assert done.exit_code == 0, done.output
+    table = (tmp_path / "r" / "leaderboard.md").read_text().splitlines()
+    assert table[4].endswith("| input $/episode |")
+    rows = {line.split(" | ")[1]: line for line in table[6:]}
+    # m: (1M fresh x 3 + 1M read x 0.3 + 1M written x 3.75 = 7.05) and 3.00: mean 5.025
+    assert rows["m"].endswith("| 5.0250 |") and rows["lru"].endswith("| – |")
+    plain = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "p")])
+    assert "$" not in (tmp_path / "p" / "leaderboard.md").read_text()
+    partial = runner.invoke(app, ["report", str(run), "--price-in", "3"])
+    assert plain.exit_code == 0 and partial.exit_code == 2
