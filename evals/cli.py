@@ -93,7 +93,8 @@ def eval_command(
         bool | None,
         typer.Option(
             "--prompt-cache/--no-prompt-cache",
-            help="Stability-tier cache_control breakpoints (seed 002). Default: on for "
+            help="cache_control breakpoints of the hybrid planner (seed 002's tiers for "
+            "changing content, a rolling breakpoint for growing history). Default: on for "
             "--api anthropic and for OpenAI-compatible hosts that accept cache_control "
             "(OpenRouter); off elsewhere.",
         ),
@@ -421,7 +422,8 @@ def cache_replay(
     transcripts: Annotated[
         list[Path],
         typer.Argument(
-            help="Transcript files or directories (a run directory of 'kvarena eval --model')."
+            help="Transcript files or directories (a run directory of 'kvarena eval --model' "
+            "or 'kvarena context-eval --model')."
         ),
     ],
     price_in: Annotated[
@@ -434,17 +436,30 @@ def cache_replay(
         float, typer.Option(min=0, help="Price of input written to the cache, $ per M tokens.")
     ],
     cache_min_tokens: Annotated[
-        int, typer.Option(min=0, help="Provider minimum for a cacheable prefix (cacheMinTokens).")
-    ] = 1024,
+        int | None,
+        typer.Option(
+            min=0,
+            help="Provider minimum for a cacheable prefix (cacheMinTokens). Default: that of "
+            "--for-model, else 1024.",
+        ),
+    ] = None,
+    for_model: Annotated[
+        str | None,
+        typer.Option(help="Price for this provider model's minimum prefix (e.g. claude-opus-4-5)."),
+    ] = None,
     cache_buffer_multiplier: Annotated[
         float, typer.Option(min=1, help="Safety margin on the minimum (cacheBufferMultiplier).")
     ] = 1.5,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Replay eval transcripts through (a) no breakpoints, (b) one after the system prompt,
-    (c) a rolling breakpoint on the last message and (d) the stability tiers; compare costs."""
+    (c) a rolling breakpoint on the last message, (d) the stability tiers and (e) the hybrid
+    planner (the hosted client's default); compare costs."""
     from .prompt_cache.command import run_cache_replay
+    from .prompt_cache.minimums import min_cacheable_tokens
 
+    if cache_min_tokens is None:
+        cache_min_tokens = min_cacheable_tokens(for_model)
     run_cache_replay(
         transcripts,
         price_in=price_in,
