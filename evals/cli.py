@@ -94,7 +94,8 @@ def eval_command(
         bool | None,
         typer.Option(
             "--prompt-cache/--no-prompt-cache",
-            help="Stability-tier cache_control breakpoints (seed 002). Default: on for "
+            help="cache_control breakpoints of the hybrid planner (seed 002's tiers for "
+            "changing content, a rolling breakpoint for growing history). Default: on for "
             "--api anthropic and for OpenAI-compatible hosts that accept cache_control "
             "(OpenRouter); off elsewhere.",
         ),
@@ -181,6 +182,7 @@ def eval_command(
             is_local,
         )
         from .model_eval import ModelSpec, api_key  # imports openai: only when needed
+        from .prompt_cache.strategies import DEFAULT_STRATEGY
 
         sampling: dict[str, Any] = {}
         if temperature is not None:
@@ -266,7 +268,7 @@ def eval_command(
         "base_url": base_url,
         "api_key_var": api_key_var if model else None,
         "api": api if model else None,
-        "prompt_cache": ("tiers" if spec.uses_tiers else "off") if spec else None,
+        "prompt_cache": (DEFAULT_STRATEGY if spec.uses_tiers else "off") if spec else None,
         "concurrency": concurrency if model else None,
         "history_turns": history_turns,
         "scenarios": tiers,
@@ -436,7 +438,8 @@ def cache_replay(
     transcripts: Annotated[
         list[Path],
         typer.Argument(
-            help="Transcript files or directories (a run directory of 'kvarena eval --model')."
+            help="Transcript files or directories (a run directory of 'kvarena eval --model' "
+            "or 'kvarena context-eval --model')."
         ),
     ],
     price_in: Annotated[
@@ -449,17 +452,30 @@ def cache_replay(
         float, typer.Option(min=0, help="Price of input written to the cache, $ per M tokens.")
     ],
     cache_min_tokens: Annotated[
-        int, typer.Option(min=0, help="Provider minimum for a cacheable prefix (cacheMinTokens).")
-    ] = 1024,
+        int | None,
+        typer.Option(
+            min=0,
+            help="Provider minimum for a cacheable prefix (cacheMinTokens). Default: that of "
+            "--for-model, else 1024.",
+        ),
+    ] = None,
+    for_model: Annotated[
+        str | None,
+        typer.Option(help="Price for this provider model's minimum prefix (e.g. claude-opus-4-5)."),
+    ] = None,
     cache_buffer_multiplier: Annotated[
         float, typer.Option(min=1, help="Safety margin on the minimum (cacheBufferMultiplier).")
     ] = 1.5,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Replay eval transcripts through (a) no breakpoints, (b) one after the system prompt,
-    (c) a rolling breakpoint on the last message and (d) the stability tiers; compare costs."""
+    (c) a rolling breakpoint on the last message, (d) the stability tiers and (e) the hybrid
+    planner (the hosted client's default); compare costs."""
     from .prompt_cache.command import run_cache_replay
+    from .prompt_cache.minimums import min_cacheable_tokens
 
+    if cache_min_tokens is None:
+        cache_min_tokens = min_cacheable_tokens(for_model)
     run_cache_replay(
         transcripts,
         price_in=price_in,
@@ -677,16 +693,31 @@ def report_command(
     dataset: Annotated[
         Path | None, typer.Option(help="Also save the results as a datasets.Dataset here.")
     ] = None,
+    price_in: Annotated[
+        float | None, typer.Option(min=0, help="$ per M fresh input tokens (with the other two).")
+    ] = None,
+    price_cached: Annotated[
+        float | None, typer.Option(min=0, help="$ per M input tokens read from the cache.")
+    ] = None,
+    price_write: Annotated[
+        float | None, typer.Option(min=0, help="$ per M input tokens written to the cache.")
+    ] = None,
 ) -> None:
-    """Build leaderboard.md and a self-contained index.html from one or more runs."""
+    """Build leaderboard.md and a self-contained index.html from one or more runs; with the
+    three prices, also the input cost per episode in dollars from the recorded usage."""
+    from .prompt_cache.provider import Prices
     from .report import ReportError, build_report, load_results, to_dataset
 
+    given = [p for p in (price_in, price_cached, price_write) if p is not None]
+    if len(given) not in (0, 3):
+        raise _fail("give all three of --price-in, --price-cached and --price-write, or none")
+    prices = Prices(*given) if given else None
     try:
         results = load_results(runs)
     except ReportError as error:
         raise _fail(str(error), 1) from None
     with console.status("rendering figures"):
-        rows = build_report(results, out, [str(r) for r in runs])
+        rows = build_report(results, out, [str(r) for r in runs], prices)
     if dataset is not None:
         to_dataset(results).save_to_disk(str(dataset))
         console.print(f"saved the dataset to {dataset}")

@@ -163,7 +163,7 @@ def _play_model(
     import openai
 
     from kv_cache_env.agent import Transcript
-    from kv_cache_env.context.agent import play_context_episode
+    from kv_cache_env.context.agent import CONTEXT_TOOLS, play_context_episode
     from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
 
     base_url, key, model = endpoint
@@ -203,7 +203,9 @@ def _play_model(
     folder = args.out / "transcripts"
     folder.mkdir(exist_ok=True)
     name = f"{level}__{agent.replace('/', '_').replace(':', '_')}__{seed}.json"
-    (folder / name).write_text(json.dumps({"messages": transcript.messages}, indent=1) + "\n")
+    record = {"family": "context", "history_turns": 0, "tools": CONTEXT_TOOLS}
+    record["messages"] = transcript.messages  # history_turns: play_context_episode's default
+    (folder / name).write_text(json.dumps(record, indent=1) + "\n")
     return result
 
 

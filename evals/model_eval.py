@@ -5,7 +5,9 @@ Each episode runs `kv_cache_env.agent.play_episode` with a chat function backed 
 `openai` (or `anthropic`) client, which retries 408/409/429/5xx, connection errors and timeouts
 with exponential backoff (`max_retries`). Where the endpoint supports explicit prompt caching
 (Anthropic; OpenAI-compatible endpoints that accept `cache_control`, such as OpenRouter), the
-request carries seed 002's stability-tier breakpoints unless `prompt_cache` is off.
+request carries the hybrid planner's breakpoints (`prompt_cache.strategies.HybridPlanner`: seed
+002's stability tiers for changing content, a rolling breakpoint for growing history) unless
+`prompt_cache` is off; the minimum cacheable prefix is the model's (`prompt_cache.minimums`).
 
 An episode whose calls still fail is recorded as failed, with the error, never dropped. The
 API key is read from the environment variable named by the caller and is never written anywhere.
@@ -30,7 +32,9 @@ from kv_cache_env.tools import TOOLS
 
 from .jobs import EpisodeJob
 from .prompt_cache.chat import anthropic_chat, openai_cached_chat
-from .prompt_cache.strategies import make_planner
+from .prompt_cache.minimums import min_cacheable_tokens
+from .prompt_cache.strategies import DEFAULT_STRATEGY, Planner, make_planner
+from .prompt_cache.tiers import TierConfig
 from .results import episode_result
 
 LOOPBACK_PREFIXES = ("http://127.0.0.1", "http://localhost", "http://[::1]")
@@ -101,15 +105,22 @@ def make_client(spec: ModelSpec) -> Any:
     )
 
 
+def episode_planner(spec: ModelSpec) -> Planner:
+    """The breakpoint planner of one episode (stateful across its requests)."""
+    return make_planner(
+        DEFAULT_STRATEGY if spec.uses_tiers else "none",
+        TierConfig(cache_min_tokens=min_cacheable_tokens(spec.name)),
+        windowed=spec.history_turns is not None,
+        history_turns=spec.history_turns,
+    )
+
+
 def episode_chat(client: Any, spec: ModelSpec) -> ChatFn:
-    """A chat function for one episode (the tier planner is per episode)."""
-    windowed = spec.history_turns is not None
+    """A chat function for one episode (the planner is per episode)."""
     if spec.api == "anthropic":
-        planner = make_planner("tiers" if spec.uses_tiers else "none", windowed=windowed)
-        return anthropic_chat(client, spec.name, planner, spec.sampling)
+        return anthropic_chat(client, spec.name, episode_planner(spec), spec.sampling)
     if spec.uses_tiers:
-        planner = make_planner("tiers", windowed=windowed)
-        return openai_cached_chat(client, spec.name, planner, spec.sampling)
+        return openai_cached_chat(client, spec.name, episode_planner(spec), spec.sampling)
     return openai_chat(client, spec.name, spec.sampling)
 
 
@@ -150,7 +161,7 @@ async def run_model_episode(
         "scenario": scenario.name,
         "seed": job.seed,
         "api": spec.api,
-        "prompt_cache": "tiers" if spec.uses_tiers else "off",
+        "prompt_cache": DEFAULT_STRATEGY if spec.uses_tiers else "off",
         "history_turns": spec.history_turns,
         "tools": TOOLS,
         "messages": transcript.messages,

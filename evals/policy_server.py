@@ -367,17 +367,24 @@ def _strip_marks(value: Any) -> Any:
 
 
 def _anthropic_units(body: Mapping[str, Any]) -> tuple[list[Unit], list[int]]:
-    """The request as provider-cache units (tools, system, each message) and the units that
-    carry a breakpoint. More than one marker inside one unit still counts once per marker."""
-    parts: list[Any] = [body.get("tools") or [], body.get("system") or []]
-    parts.extend(body["messages"])
+    """The request as provider-cache units, one per content block as the provider counts them
+    (each tool definition, each system block, each block of each message; a string content is
+    one block), and the units that carry a breakpoint."""
+    system = body.get("system") or []
+    blocks: list[Any] = [
+        *(body.get("tools") or []),
+        *([system] if isinstance(system, str) else system),
+    ]
+    for message in body["messages"]:
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks.extend(content if isinstance(content, list) else [content])
     units: list[Unit] = []
     marks: list[int] = []
     count = 0
-    for index, part in enumerate(parts):
-        text = json.dumps(_strip_marks(part), sort_keys=True)
+    for index, block in enumerate(blocks):
+        text = json.dumps(_strip_marks(block), sort_keys=True)
         units.append(Unit(content_key(text), estimate_tokens(text)))
-        n = _count_marks(part)
+        n = _count_marks(block)
         count += n
         if n:
             marks.append(index)

@@ -22,6 +22,8 @@ from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
 from .normalize import normalized_scores
 from .policies import REFERENCE
+from .prompt_cache.dollars import mean_episode_cost
+from .prompt_cache.provider import Prices
 from .results import validate
 from .stats import mean_ci
 from .summary import group_results
@@ -82,11 +84,14 @@ class Row:
     gap: float | None
     """Mean reward of the bound minus this agent's, on the same scenario (None: not run)."""
     usage: list[float]
+    """Mean memory usage per turn."""
     normalized: float | None = None
     """(agent - noop) / (bound - noop) on paired seeds (None: no range, or not run)."""
     to_bound: tuple[float, float] | None = None
     """Paired bound - agent, (mean, 95% half-width)."""
-    """Mean memory usage per turn."""
+    cost: float | None = None
+    """Mean input dollars per episode from the recorded model usage (`build_report` with
+    prices; None for policies or without prices)."""
 
 
 def scenario_order(name: str) -> tuple[int, str]:
@@ -154,7 +159,7 @@ def _fmt(value: float | None, digits: int = 3, sign: bool = False) -> str:
     return f"{value:{'+' if sign else ''}.{digits}f}"
 
 
-def _headers() -> list[str]:
+def _headers(cost: bool = False) -> list[str]:
     return [
         "scenario",
         "agent",
@@ -165,10 +170,11 @@ def _headers() -> list[str]:
         "bound − agent ± 95% CI (paired)",
         *COMPONENTS,
         *(label for _, label in METRIC_COLUMNS),
+        *(["input $/episode"] if cost else []),
     ]
 
 
-def _cells(row: Row) -> list[tuple[str, float | str]]:
+def _cells(row: Row, cost: bool = False) -> list[tuple[str, float | str]]:
     """(text, sort value) per column."""
     mean, half = row.reward
     reward = "–" if mean != mean else f"{mean:+.3f} ± {half:.3f}"
@@ -189,11 +195,19 @@ def _cells(row: Row) -> list[tuple[str, float | str]]:
     ]
     cells += [(_fmt(row.components[c], sign=True), _key(row.components[c])) for c in COMPONENTS]
     cells += [(_fmt(row.metrics[m], 2), _key(row.metrics[m])) for m, _ in METRIC_COLUMNS]
+    if cost:
+        value = row.cost if row.cost is not None else float("nan")
+        cells.append((_fmt(row.cost, 4), _key(value)))
     return cells
 
 
+def _has_cost(rows: Sequence[Row]) -> bool:
+    return any(row.cost is not None for row in rows)
+
+
 def render_markdown(rows: Sequence[Row]) -> str:
-    headers = _headers()
+    cost = _has_cost(rows)
+    headers = _headers(cost)
     lines = [
         "# kvcache-arena leaderboard",
         "",
@@ -209,7 +223,7 @@ def render_markdown(rows: Sequence[Row]) -> str:
         "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|",
     ]
     for row in rows:
-        lines.append("| " + " | ".join(text for text, _ in _cells(row)) + " |")
+        lines.append("| " + " | ".join(text for text, _ in _cells(row, cost)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -397,12 +411,13 @@ figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; }
 
 
 def render_html(rows: Sequence[Row], figs: dict[str, str], sources: Sequence[str]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in _headers())
+    cost = _has_cost(rows)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in _headers(cost))
     body = []
     for row in rows:
         cells = "".join(
             f'<td data-sort="{html.escape(str(value))}">{html.escape(text)}</td>'
-            for text, value in _cells(row)
+            for text, value in _cells(row, cost)
         )
         css = ' class="failed"' if row.failed else ""
         body.append(f"<tr{css}>{cells}</tr>")
@@ -449,8 +464,19 @@ def to_dataset(results: Sequence[dict[str, Any]]) -> Any:
     return datasets.Dataset.from_list(rows)
 
 
-def build_report(results: Sequence[dict[str, Any]], out: Path, sources: Sequence[str]) -> list[Row]:
+def build_report(
+    results: Sequence[dict[str, Any]],
+    out: Path,
+    sources: Sequence[str],
+    prices: Prices | None = None,
+) -> list[Row]:
+    """`prices`: add each row's mean input dollars per episode (`prompt_cache.dollars`)."""
     rows = leaderboard(results)
+    if prices is not None:
+        groups = group_results(results)
+        rows = [
+            replace(r, cost=mean_episode_cost(groups[r.scenario, r.agent], prices)) for r in rows
+        ]
     out.mkdir(parents=True, exist_ok=True)
     (out / "leaderboard.md").write_text(render_markdown(rows), encoding="utf-8")
     (out / "index.html").write_text(render_html(rows, figures(rows), sources), encoding="utf-8")

@@ -19,7 +19,7 @@ from evals.policy_server import PolicyServer
 from evals.prompt_cache.provider import Prices
 from evals.prompt_cache.render import anthropic_request, count_marks, openai_cached_messages
 from evals.prompt_cache.replay import Transcript, load_transcript, replay, requests_of
-from evals.prompt_cache.strategies import TierPlanner, make_planner, tools_tokens
+from evals.prompt_cache.strategies import HybridPlanner, make_planner, tools_tokens
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.tools import TOOLS
 
@@ -85,7 +85,7 @@ def test_render_merges_tool_results_and_marks_the_right_blocks() -> None:
     assert [b["type"] for b in rendered["messages"][1]["content"]] == ["tool_use", "tool_use"]
 
 
-def test_anthropic_client_sends_tier_breakpoints_on_a_full_episode() -> None:
+def test_anthropic_client_sends_the_hybrid_plan_on_a_full_episode() -> None:
     with PolicyServer("lru") as server:
         spec = ModelSpec(name="lru", base_url=server.anthropic_base_url, api="anthropic")
         assert spec.uses_tiers
@@ -93,7 +93,7 @@ def test_anthropic_client_sends_tier_breakpoints_on_a_full_episode() -> None:
         log = list(server.anthropic_log)
     requests = list(requests_of(load_like(transcript)))
     assert len(log) == len(requests)
-    planner = TierPlanner()
+    planner = HybridPlanner()
     tool_tokens = tools_tokens(TOOLS)
     marked_history = 0
     for entry, shape in zip(log, requests, strict=True):
@@ -104,13 +104,13 @@ def test_anthropic_client_sends_tier_breakpoints_on_a_full_episode() -> None:
         body_marks = _message_marks(entry["body"])
         assert body_marks == _expected_body_marks(shape.messages, expected)
         marked_history += sum(1 for m in expected if m > 0)
-    assert marked_history > 0, "history never reached a cached tier in a full episode"
+    assert marked_history > 0, "history was never cached in a full episode"
     usage = result["usage"]
     served = [e["usage"] for e in log]
     assert usage["cached_input_tokens"] == sum(u.read for u in served) > 0
     assert usage["cache_write_input_tokens"] == sum(u.written for u in served) > 0
     assert usage["input_tokens"] == sum(u.total for u in served)
-    assert transcript["prompt_cache"] == "tiers" and transcript["api"] == "anthropic"
+    assert transcript["prompt_cache"] == "hybrid" and transcript["api"] == "anthropic"
 
 
 def test_anthropic_path_plays_like_the_openai_path_and_can_turn_caching_off() -> None:
@@ -127,7 +127,7 @@ def test_anthropic_path_plays_like_the_openai_path_and_can_turn_caching_off() ->
     assert off_transcript["prompt_cache"] == "off"
 
 
-def test_openai_compatible_path_sends_cache_control_on_the_tier_plan() -> None:
+def test_openai_compatible_path_sends_cache_control_on_the_hybrid_plan() -> None:
     with PolicyServer("lru") as server:
         plain, _ = run_episode(ModelSpec(name="lru", base_url=server.base_url))
         assert all(marks == [] for marks in server.chat_marks)
@@ -137,11 +137,11 @@ def test_openai_compatible_path_sends_cache_control_on_the_tier_plan() -> None:
         )
         sent = list(server.chat_marks)
     assert tiered["record"] == plain["record"]
-    assert transcript["prompt_cache"] == "tiers"
-    planner = TierPlanner()
+    assert transcript["prompt_cache"] == "hybrid"
+    planner = HybridPlanner()
     shapes = list(requests_of(load_like(transcript)))
     assert sent == [planner.plan(shape, tools_tokens(TOOLS)) for shape in shapes]
-    assert any(len(marks) > 1 for marks in sent)  # history reached a cached tier
+    assert any(len(marks) > 1 for marks in sent)  # history cached as it grows
 
 
 def test_prompt_cache_defaults() -> None:
@@ -162,7 +162,7 @@ def test_cache_replay_command_on_served_transcripts(tmp_path: Path) -> None:
     prices = ["--price-in", "3", "--price-cached", "0.3", "--price-write", "3.75"]
     table = runner.invoke(app, ["cache-replay", str(out), *prices])
     assert table.exit_code == 0, table.output
-    for label in ("(a) none", "(b) system", "(c) rolling", "(d) tiers"):
+    for label in ("(a) none", "(b) system", "(c) rolling", "(d) tiers", "(e) hybrid"):
         assert label in table.output
     as_json = runner.invoke(app, ["cache-replay", str(out / "transcripts"), *prices, "--json"])
     assert as_json.exit_code == 0, as_json.output
@@ -187,7 +187,7 @@ def test_replay_of_a_windowed_transcript_rebuilds_the_window(tmp_path: Path) -> 
     shapes = list(requests_of(loaded))
     assert max(len(s.turns) for s in shapes) == 2
     rows = {r.strategy: r for r in replay([loaded], Prices(3, 0.3, 3.75))}
-    assert [r.requests for r in rows.values()] == [len(shapes)] * 4
+    assert [r.requests for r in rows.values()] == [len(shapes)] * 5
     # A sliding window changes history every request: the tiers cache only the fixed L0.
     assert rows["tiers"].cost == rows["system"].cost < rows["none"].cost
 

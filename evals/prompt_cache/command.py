@@ -1,4 +1,4 @@
-"""The `kvarena cache-replay` command: prices recorded transcripts under the four breakpoint
+"""The `kvarena cache-replay` command: prices recorded transcripts under the five breakpoint
 strategies and prints one table (or JSON)."""
 
 from __future__ import annotations

@@ -2,21 +2,24 @@
 the offline replay and by the keyless Anthropic-shaped test server to answer with realistic
 cache usage. No I/O.
 
-A request is a sequence of content units (tool schemas, system prompt, then each message), each
-with a content key and a token count, plus the indices of the units that carry a breakpoint.
+A request is a sequence of units, one per provider content block (each tool definition, the
+system text, then each text / tool_use / tool_result block of each message; see
+`requests.request_units`), each with a content key and a token count, plus the indices of the
+units that carry a breakpoint.
 
 - A breakpoint at unit `b` asks the provider to cache the prefix `units[0..b]`. It is honoured
   only when that prefix holds at least `min_tokens` tokens (Anthropic silently ignores smaller
-  ones), and at most `max_breakpoints` may be given (more is an error, as the API answers 400).
+  ones; the minimum depends on the model, `minimums.min_cacheable_tokens`), and at most
+  `max_breakpoints` may be given (more is an error, as the API answers 400).
 - Reading: for every breakpoint, the provider looks for a cached prefix ending at that unit or
-  at one of the `lookback` units before it (Anthropic checks about 20 content blocks back); the
-  longest prefix found is read from the cache.
+  at one of the `lookback` content blocks before it (Anthropic: "up to 20 blocks before the
+  explicit breakpoint"); the longest prefix found is read from the cache.
 - Writing: the tokens after the part read, up to the last honoured breakpoint, are written, and
   every honoured breakpoint's prefix becomes a cache entry.
 - Everything after that is ordinary input. With no breakpoint nothing is cached or read.
 
 Not modelled: the time to live (5 minutes, refreshed on every hit: an eval's turns are seconds
-apart) and content-block granularity inside a message (a message is one unit).
+apart).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 
 MAX_BREAKPOINTS = 4
 LOOKBACK_UNITS = 20
+"""Content blocks the provider looks back from a breakpoint for an earlier cache entry."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,10 @@
 explicit prompt caching accepts: Anthropic's Messages API, or an OpenAI-compatible endpoint that
 passes `cache_control` content parts through (OpenRouter and the like).
 
-Breakpoints are message indices (0 = the system prompt); each one puts
-`cache_control: {"type": "ephemeral"}` on the last content block of that message.
+Breakpoints are part indices (`requests.part_positions`; 0 = the system prompt, and for
+requests of string messages a part is a message); each one puts
+`cache_control: {"type": "ephemeral"}` on the last content block of that part. A message whose
+content is a list of text parts is sent as one text block per part.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Sequence
 from typing import Any
+
+from .requests import is_multipart, part_positions, part_text
 
 Message = dict[str, Any]
 EPHEMERAL = {"type": "ephemeral"}
@@ -65,13 +69,18 @@ def anthropic_request(
     message maps to one Anthropic message."""
     if not messages or messages[0].get("role") != "system":
         raise ValueError("the request must start with the system prompt")
+    marked = _marked_parts(messages, marks)
     system_block: dict[str, Any] = {"type": "text", "text": _text(messages[0].get("content"))}
-    if 0 in marks:
+    if 0 in marked.get(0, ()):
         system_block["cache_control"] = dict(EPHEMERAL)
     out: list[dict[str, Any]] = []
     for index, message in enumerate(messages[1:], start=1):
         role = message.get("role")
         blocks: list[dict[str, Any]]
+        if role == "user" and is_multipart(message):
+            blocks = _text_parts(message, marked.get(index, set()))
+            out.append({"role": "user", "content": blocks})
+            continue
         if role == "tool":
             blocks = [
                 {
@@ -102,7 +111,7 @@ def anthropic_request(
             target_role = "user"
         else:
             raise ValueError(f"message {index}: unsupported role {role!r}")
-        if index in marks:
+        if index in marked:
             blocks[-1]["cache_control"] = dict(EPHEMERAL)
         merge = (
             role == "tool"
@@ -121,15 +130,42 @@ def openai_cached_messages(messages: Sequence[Message], marks: Collection[int]) 
     """OpenAI-format messages with `cache_control` on the text part of each marked message.
     Every message is sent the same way whether marked or not (content parts, blank text as
     `EMPTY_REPLY`), so moving a mark never changes the content of a cached prefix."""
+    marked = _marked_parts(messages, marks)
     out: list[Message] = []
     for index, message in enumerate(messages):
         copy = dict(message)
-        part: dict[str, Any] = {"type": "text", "text": _nonblank(_text(message.get("content")))}
-        if index in marks:
-            part["cache_control"] = dict(EPHEMERAL)
-        copy["content"] = [part]
+        if is_multipart(message):
+            copy["content"] = _text_parts(message, marked.get(index, set()))
+        else:
+            text = _nonblank(_text(message.get("content")))
+            part: dict[str, Any] = {"type": "text", "text": text}
+            if index in marked:
+                part["cache_control"] = dict(EPHEMERAL)
+            copy["content"] = [part]
         out.append(copy)
     return out
+
+
+def _marked_parts(messages: Sequence[Message], marks: Collection[int]) -> dict[int, set[int]]:
+    """Message index -> indices of its marked parts."""
+    positions = part_positions(messages)
+    out: dict[int, set[int]] = {}
+    for mark in marks:
+        if not 0 <= mark < len(positions):
+            raise ValueError(f"breakpoint {mark} outside the request's {len(positions)} parts")
+        message, part = positions[mark]
+        out.setdefault(message, set()).add(part)
+    return out
+
+
+def _text_parts(message: Message, marked: Collection[int]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for j, part in enumerate(message["content"]):
+        block: dict[str, Any] = {"type": "text", "text": _nonblank(part_text(part))}
+        if j in marked:
+            block["cache_control"] = dict(EPHEMERAL)
+        blocks.append(block)
+    return blocks
 
 
 def count_marks(request: dict[str, Any]) -> int:

@@ -1,9 +1,11 @@
 """`kvarena cache-replay`: replay recorded eval transcripts request by request through each
 breakpoint strategy and a model of the provider's cache, and compare what each would cost.
 
-The requests are rebuilt exactly as the agent loop sent them (`kv_cache_env.agent`): the system
-prompt, the last `history_turns` turns (all when the transcript says none), then the current
-observation; the tool schemas lead every request. Episodes are replayed in file order through
+The requests are rebuilt exactly as the agent loop sent them (`kv_cache_env.agent`, or
+`kv_cache_env.context.agent` for `kvarena context-eval --model` transcripts, which record
+`history_turns` 0 and the context tools): the system prompt, the last `history_turns` turns (all
+when the transcript says none), then the current observation; the tool schemas lead every
+request. Episodes are replayed in file order through
 one provider cache per strategy, as an eval's back-to-back episodes share an account's cache
 (the system prompt cached by one episode is read by the next). No network.
 """
@@ -60,8 +62,9 @@ def load_transcript(path: Path) -> Transcript:
         raise TranscriptError(f"{path}: not an eval transcript (no 'messages' list)")
     if "history_turns" not in data:
         raise TranscriptError(
-            f"{path}: no 'history_turns' (not a serving-eval transcript of `kvarena eval "
-            "--model`, or one written before it was recorded): its requests cannot be rebuilt"
+            f"{path}: no 'history_turns' (not a transcript of `kvarena eval --model` or "
+            "`kvarena context-eval --model`, or one written before it was recorded): its "
+            "requests cannot be rebuilt"
         )
     history = data["history_turns"]
     if history is not None and (not isinstance(history, int) or history < 0):
@@ -140,13 +143,18 @@ def replay(
         cache = ProviderCache(min_tokens=config.cache_min_tokens)
         row = StrategyTotals(strategy)
         for transcript in transcripts:
-            planner = make_planner(strategy, config, windowed=transcript.history_turns is not None)
+            planner = make_planner(
+                strategy,
+                config,
+                windowed=transcript.history_turns is not None,
+                history_turns=transcript.history_turns,
+            )
             before = row.cost
             tool_tokens = tools_tokens(transcript.tools)
             for shape in requests_of(transcript):
                 marks = planner.plan(shape, tool_tokens)
-                units = request_units(shape.messages, transcript.tools)
-                row.add(cache.serve(units, [m + 1 for m in marks]), prices)
+                units, part_ends = request_units(shape.messages, transcript.tools)
+                row.add(cache.serve(units, [part_ends[m] for m in marks]), prices)
             row.per_episode.append(row.cost - before)
         totals.append(row)
     return totals

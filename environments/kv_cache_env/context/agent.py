@@ -103,13 +103,15 @@ def context_system_prompt(max_blocks: int) -> str:
     )
 
 
-def render_context(obs: ContextObservation) -> str:
-    lines = [
-        f"Turn {obs.turn + 1}/{obs.turns}. Active blocks {obs.active_blocks}/{obs.max_blocks} "
-        f"(newest block {obs.tail_block} cannot be evicted). Archived turns: "
-        f"{obs.archived_turns}.",
-        "Messages (index role/kind blocks state: text):",
-    ]
+def render_context_blocks(obs: ContextObservation) -> list[str]:
+    """The observation as content blocks, stable first: the legend, one block per listed
+    message before the new one (a block changes only when its message is evicted, partly
+    evicted or recalled), then one volatile block with the new message, the count of fully
+    evicted messages and the per-turn header. Each block ends with a newline, so the blocks
+    joined are the observation text. A provider prompt cache can then keep the stable blocks
+    from one turn to the next (`evals.prompt_cache`)."""
+    blocks = ["Messages (index role/kind blocks state: text):\n"]
+    volatile: list[str] = []
     for view in obs.messages:
         if view.state == "evicted":
             continue
@@ -117,14 +119,34 @@ def render_context(obs: ContextObservation) -> str:
         if view.index != obs.new_message and len(text) > PREVIEW_CHARS:
             text = text[: PREVIEW_CHARS - 1] + "…"
         marker = " <- new" if view.index == obs.new_message else ""
-        lines.append(
+        line = (
             f"#{view.index} {view.role}/{view.kind} b{view.first_block}-{view.last_block} "
-            f"{view.state}{marker}: {text}"
+            f"{view.state}{marker}: {text}\n"
         )
+        (volatile if view.index == obs.new_message else blocks).append(line)
     gone = sum(1 for v in obs.messages if v.state == "evicted")
     if gone:
-        lines.append(f"({gone} message(s) fully evicted, not shown)")
-    return "\n".join(lines)
+        volatile.append(f"({gone} message(s) fully evicted, not shown)\n")
+    volatile.append(
+        f"Turn {obs.turn + 1}/{obs.turns}. Active blocks {obs.active_blocks}/{obs.max_blocks} "
+        f"(newest block {obs.tail_block} cannot be evicted). Archived turns: "
+        f"{obs.archived_turns}.\n"
+    )
+    blocks.append("".join(volatile))
+    return blocks
+
+
+def render_context(obs: ContextObservation) -> str:
+    """The observation as one text (its content blocks joined)."""
+    return "".join(render_context_blocks(obs))
+
+
+def observation_message(obs: ContextObservation) -> Message:
+    """The user message of one turn: the observation's content blocks as text parts."""
+    return {
+        "role": "user",
+        "content": [{"type": "text", "text": block} for block in render_context_blocks(obs)],
+    }
 
 
 def call_context_tool(episode: ContextEpisode, call: ToolCall) -> str:
@@ -171,7 +193,7 @@ async def play_context_episode(
     turns: list[list[Message]] = []
     usage = TokenUsage()
     while not episode.done:
-        user: Message = {"role": "user", "content": render_context(episode.observe())}
+        user = observation_message(episode.observe())
         window = turns if history_turns is None else turns[max(0, len(turns) - history_turns) :]
         reply = await chat([system, *(m for t in window for m in t), user], CONTEXT_TOOLS)
         usage.add(reply.usage)
