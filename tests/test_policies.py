@@ -1,16 +1,18 @@
-"""The policy registry, what the heuristics do, and lookahead's guarantee."""
+"""The policy registry, what the heuristics and session rules do, and the guarantees of
+lookahead and of the bound."""
 
 import pytest
 
-from evals.policies import BUILTIN, available, create, register
+from evals.policies import BUILTIN, REFERENCE, available, bound_pool, create, register
+from evals.policies.bound import BoundPolicy
 from evals.policies.lookahead import BASE_HEURISTICS, LookaheadPolicy
 from evals.runner import run_policy_episode
-from kv_cache_env.sim import BlockType, Simulator, get_scenario
+from kv_cache_env.sim import BlockType, Quantization, Simulator, get_scenario
 from rubrics import score
 
 
 def test_registry_lists_and_builds_the_required_policies():
-    required = {
+    default = {
         "noop",
         "random",
         "fifo",
@@ -18,12 +20,24 @@ def test_registry_lists_and_builds_the_required_policies():
         "priority",
         "trtllm",
         "compress-first",
-        "lookahead",
+        "headroom",
+        "int8-everything",
+        "swap-paused",
+        "discard-paused",
+        "swap-paused+compress-all",
+        "discard-paused+compress-all",
+        "offload-or-discard",
+        "bound",
     }
-    assert required <= set(available())
-    assert required <= set(BUILTIN)
+    assert default <= set(BUILTIN)
+    assert default | {"lookahead", "compress-all", "evict-all", "swap-all"} <= set(available())
+    assert "lookahead" not in BUILTIN  # kept for checks; `bound` is the reference now
+    assert REFERENCE == "bound"
     for name in available():
         assert create(name).name == name
+    pool = {make().name for make in bound_pool()}
+    assert not pool & {"random", "bound", "lookahead"}
+    assert {"int8-everything", "swap-paused", "discard-paused", "compress-all"} <= pool
 
 
 def test_unknown_policy_error_lists_the_known_ones():
@@ -73,3 +87,45 @@ def test_lookahead_is_never_below_the_heuristics_it_considers(scenario):
         best = max(score(run_policy_episode(make(), sc, seed)).reward for make in BASE_HEURISTICS)
         reward = score(run_policy_episode(LookaheadPolicy(), sc, seed)).reward
         assert reward >= best - 1e-12, (scenario, seed, reward, best)
+
+
+def _session_sim(seed: int) -> Simulator:
+    return Simulator(get_scenario("hard").with_options(steps=8), seed)
+
+
+def test_session_rules_act_only_on_what_they_name():
+    paused_seen = False
+    for seed in range(3):
+        sim = _session_sim(seed)
+        rules = {n: create(n) for n in ("swap-paused", "discard-paused", "int8-everything")}
+        while not sim.done:
+            obs = sim.observe()
+            entries = {e.seq_id: e for e in obs.entries}
+            paused = {e.seq_id for e in obs.entries if e.paused and not e.swapped}
+            paused_seen |= bool(paused)
+            swaps = rules["swap-paused"].act(obs)
+            assert {a.kind for a in swaps} <= {"swap"}
+            assert {a.seq_id for a in swaps} <= paused
+            assert sum(entries[a.seq_id].private_blocks for a in swaps) <= (
+                obs.cpu_capacity - obs.cpu_used
+            )
+            discards = rules["discard-paused"].act(obs)
+            assert [a.kind for a in discards] == ["evict"] * len(paused)
+            assert {a.seq_id for a in discards} == paused
+            int8 = rules["int8-everything"].act(obs)
+            assert all(a.kind == "compress" for a in int8)
+            assert all(entries[a.seq_id].quantization is Quantization.FP16 for a in int8)
+            for action in discards:
+                assert sim.apply(action).ok
+            sim.step()
+    assert paused_seen
+
+
+def test_bound_is_never_below_a_policy_of_its_pool():
+    names = ("noop", "discard-paused", "swap-paused", "compress-all")
+    pool = [lambda n=n: create(n) for n in names]
+    sc = get_scenario("hard").with_options(steps=6)
+    for seed in range(2):
+        best = max(score(run_policy_episode(make(), sc, seed)).reward for make in pool)
+        reward = score(run_policy_episode(BoundPolicy(pool), sc, seed)).reward
+        assert reward >= best - 1e-12, (seed, reward, best)

@@ -64,11 +64,35 @@ def test_headroom_bonus_follows_the_seed_bands():
     assert r.headroom_bonus(record(used_blocks=(0, 79, 10, 20))) == pytest.approx(0.4)
 
 
-def test_memory_efficiency_compares_yield_per_block_step_with_the_reference():
-    # ours: 300 tokens / 332 block-steps; reference: 400 / 200
-    assert r.memory_efficiency(record()) == pytest.approx((300 / 332) / (400 / 200))
-    frugal = record(used_blocks=(10, 10, 10, 10))
-    assert r.memory_efficiency(frugal) == 1.0
+def test_memory_efficiency_compares_yield_per_block_step_with_the_ideal_server():
+    # ours: 300 effective tokens / 332 block-steps held; ideal: 400 reference tokens over
+    # 100 ideal block-steps -> (300 / 332) / (400 / 100)
+    rec = record(reference_ideal_block_steps=100.0)
+    assert r.memory_efficiency(rec) == pytest.approx((300 / 332) / 4)
+    # quality loss counts: int8 tokens lower it in proportion
+    lossy = record(reference_ideal_block_steps=100.0, effective_tokens=(90.0, 90.0, 45.0, 45.0))
+    assert r.memory_efficiency(lossy) == pytest.approx((270 / 332) / 4)
+    # 300 tokens over 75 block-steps is exactly the ideal yield of 4 per block-step: 1
+    exact = record(reference_ideal_block_steps=100.0, used_blocks=(15, 20, 20, 20))
+    assert r.memory_efficiency(exact) == pytest.approx(1.0)
+    frugal = record(reference_ideal_block_steps=100.0, used_blocks=(5, 5, 5, 5))
+    assert r.memory_efficiency(frugal) == 1.0  # capped
+    # the seed's old reference (block-steps of the unconstrained engine) is not the floor now
+    assert r.memory_efficiency(record()) == 0.0  # no ideal block-steps recorded: undefined
+
+
+def test_failures_throughput_and_latency_include_the_drain_headroom_does_not():
+    drained = record(
+        drain_failures=2,
+        drain_tokens=60,
+        drain_effective_tokens=50.0,
+        reference_drain_tokens=100,
+        drain_steps=4,
+    )
+    assert r.failure_penalty(drained) == pytest.approx(-0.30)
+    assert r.throughput_reward(drained) == pytest.approx((300 + 50) / (400 + 100))
+    assert r.headroom_bonus(drained) == r.headroom_bonus(record())
+    assert drained.total_failures == 2
 
 
 def test_eviction_quality_weights_what_is_left_by_block_type_value():
