@@ -18,9 +18,32 @@ def test_request_lifecycle_prefill_then_decode_then_complete():
     assert sim.engine.pool.used == 0
 
 
+def test_admission_allocates_nothing_private_until_the_chunk_is_computed():
+    # vLLM v1: the first prefill chunk's blocks are allocated in the step that computes it
+    sim = tiny_sim([req("a", prompt=31, output=100, rate=1)], capacity=20)
+    steps(sim, 2)  # t0 arrives, t1 admitted
+    a = sim.engine.sequences["a"]
+    assert a.status is Status.RUNNING and a.gpu_blocks == 0 and sim.engine.pool.used == 0
+    assert a.prefill_remaining == 31
+    steps(sim, 1)  # t2: 31 prompt tokens + the first token = 32 tokens = 8 fp16 blocks
+    assert a.gpu_blocks == 8 and a.generated == 1
+
+
+def test_prefill_is_chunked_and_allocates_per_chunk():
+    sim = tiny_sim([req("a", prompt=30, output=10, rate=1)], capacity=20, prefill_tokens_per_s=12)
+    steps(sim, 2)
+    a = sim.engine.sequences["a"]
+    held = []
+    for _ in range(3):
+        steps(sim, 1)
+        held.append((a.gpu_blocks, a.prefill_remaining, a.generated))
+    # 12 tokens -> 3 blocks; 24 -> 6; the last 6 + the first token = 31 tokens -> 8 blocks
+    assert held == [(3, 18, 0), (6, 6, 0), (8, 0, 1)]
+
+
 def test_compress_stacks_one_level_per_call_and_repacks():
-    sim = tiny_sim([req("a", prompt=32, output=100, rate=1)], capacity=20)
-    steps(sim, 2)  # admitted: 32 tokens = 8 fp16 blocks
+    sim = tiny_sim([req("a", prompt=31, output=100, rate=1)], capacity=20)
+    steps(sim, 3)  # computed: 32 tokens = 8 fp16 blocks
     a = sim.engine.sequences["a"]
     assert a.gpu_blocks == 8
     first = sim.apply(compress("a"))
@@ -35,6 +58,9 @@ def test_compress_stacks_one_level_per_call_and_repacks():
     assert a.gpu_blocks == 2 and sim.engine.pool.used == used
     assert sim.record().invalid_calls == 1 and sim.record().compress_calls == 2
     sim.check_invariants()
+    # growth continues at int4: 16 tokens per block, a new block only past 32 tokens
+    steps(sim, 1)
+    assert a.gpu_blocks == 3 and a.generated == 2
 
 
 def test_blocks_freed_by_compression_serve_a_waiting_request_in_the_same_step():
@@ -134,44 +160,70 @@ def test_evicted_request_is_not_readmitted_in_the_step_it_left_and_recomputes():
 
 
 def test_request_waiting_more_than_max_wait_fails():
-    sim = tiny_sim([req("a", prompt=40, output=50, rate=1), req("b", prompt=40)], capacity=12)
-    failures = [sim.step().failures for _ in range(6)]
-    # both arrive at t0, a takes 10 of 12 blocks at t1; b waits and fails once 3 < t - 0
-    assert failures == [0, 0, 0, 0, 1, 0]
+    sim = tiny_sim(
+        [req("a", prompt=40, output=50, rate=1), req("b", arrival=1, prompt=40)], capacity=12
+    )
+    failures = [sim.step().failures for _ in range(7)]
+    # a admitted at t1 and holds 11 of 12 blocks from t2; b (arrived t1) needs 10 for its
+    # first chunk, waits and fails once t - 1 > 3
+    assert failures == [0, 0, 0, 0, 0, 1, 0]
     assert sim.engine.sequences["b"].status is Status.FAILED
+    assert sim.engine.sequences["a"].preemptions == 0
 
 
-def test_swap_frees_gpu_blocks_returns_later_and_costs_latency():
+def test_admission_reserves_the_first_chunk_of_every_request_admitted_in_a_step():
+    # a and b arrive together; each needs 10 of the 12 blocks for its first chunk, so only a
+    # can be admitted (vLLM v1 allocates a chunk's slots as it schedules it). Admitting both
+    # would make the engine preempt b in the next step for nothing.
+    sim = tiny_sim([req("a", prompt=40, output=50, rate=1), req("b", prompt=40)], capacity=12)
+    steps(sim, 2)
+    assert sim.engine.sequences["a"].status is Status.RUNNING
+    assert sim.engine.sequences["b"].status is Status.WAITING
+    failures = [0, 0] + [sim.step().failures for _ in range(4)]
+    assert failures == [0, 0, 0, 0, 1, 0]
+    assert sim.record().evictions == ()  # nothing was ever preempted
+
+
+def test_swap_of_a_running_sequence_offloads_it_and_loads_it_back_on_readmission():
     scenario_bytes = 131072
     sim = tiny_sim([req("a", prompt=16, output=40, rate=4)], capacity=20)
-    steps(sim, 3)
+    steps(sim, 3)  # t2 computed 16 + 1 tokens = 5 blocks
     a = sim.engine.sequences["a"]
-    blocks = a.gpu_blocks
-    private = a.private_tokens
+    assert a.gpu_blocks == 5
     result = sim.apply(swap("a"))
-    assert result.ok and result.freed_blocks == blocks
-    assert a.is_swapped and a.cpu_blocks == blocks and sim.engine.pool.used == 0
-    assert not sim.apply(swap("a")).ok  # already swapped
+    assert result.ok and result.freed_blocks == 5
+    # offload: it leaves the GPU for the queue's front, holding its KV on CPU
+    assert a.status is Status.WAITING and a.cpu_blocks == 5 and a.gpu_blocks == 0
+    assert sim.engine.waiting[0] is a and sim.engine.pool.used == 0
+    assert sim.engine.cpu_used == 5
+    assert not sim.apply(swap("a")).ok  # no GPU KV left to offload
     assert not sim.apply(compress("a")).ok
-    stats = sim.step()
-    assert a.is_swapped and stats.tokens == 0  # never back in the step it left
-    stats = sim.step()
-    assert a.status is Status.RUNNING and stats.swap_ins == 1
-    assert stats.swap_latency_s == 0.1 + private * scenario_bytes / 25e9
+    stats = sim.step()  # t3: never back in the step it left
+    assert a.status is Status.WAITING and stats.tokens == 0 and stats.swap_ins == 0
+    stats = sim.step()  # t4: readmitted, its 5 blocks loaded back (no recompute)
+    assert a.status is Status.RUNNING and a.gpu_blocks == 5 and a.cpu_blocks == 0
+    assert a.prefill_remaining == 0 and sim.engine.cpu_used == 0
+    assert stats.swap_ins == 1
+    assert stats.swap_latency_s == 0.1 + 17 * scenario_bytes / 25e9
+    stats = sim.step()  # t5: decodes at once
+    assert stats.tokens == 4 and a.generated == 5 and a.gpu_blocks == 6
+    assert a.preemptions == 0 and sim.record().evictions == ()
     sim.check_invariants()
 
 
-def test_no_new_admission_while_a_request_is_swapped_out():
+def test_admission_is_not_gated_by_an_offloaded_request():
+    # vLLM v0 admitted nothing while a request was swapped out; v1 with a KV connector does
     sim = tiny_sim(
-        [req("a", prompt=16, output=40, rate=4), req("b", arrival=1, prompt=8)], capacity=40
+        [req("a", prompt=16, output=40, rate=4), req("b", arrival=2, prompt=8)], capacity=40
     )
-    steps(sim, 2)  # a running; b arrived at t1
+    steps(sim, 3)  # a running with 5 blocks; b arrived at t2
     sim.apply(swap("a"))
-    sim.step()
-    assert sim.engine.sequences["b"].status is Status.WAITING  # room, but a is swapped out
-    sim.step()
-    assert sim.engine.sequences["a"].status is Status.RUNNING
-    assert sim.engine.sequences["b"].status is Status.RUNNING
+    steps(sim, 1)  # t3: a may not come back yet, b is admitted behind it
+    a, b = sim.engine.sequences["a"], sim.engine.sequences["b"]
+    assert a.status is Status.WAITING and a.cpu_blocks == 5
+    assert b.status is Status.RUNNING
+    steps(sim, 1)  # t4: a loads back
+    assert a.status is Status.RUNNING and a.gpu_blocks == 5
 
 
 def test_engine_fallback_preempts_newest_first_in_vllm_mode():
@@ -205,7 +257,7 @@ def test_invalid_actions_change_nothing_and_name_the_valid_ids():
     cases = {
         evict("zz"): "unknown seq_id 'zz'; valid ids: r1",
         evict("r2"): "r2 already finished",
-        compress("r3"): "r3 is waiting in the queue and holds no blocks",
+        compress("r3"): "r3 is waiting in the queue and holds no GPU blocks",
         swap("r2"): "valid ids: r1",
     }
     for action, expected in cases.items():
@@ -221,22 +273,27 @@ def test_invalid_actions_change_nothing_and_name_the_valid_ids():
 
 def test_swap_refused_when_cpu_space_is_full():
     sim = tiny_sim([req("a", prompt=32, output=40)], capacity=12, cpu_capacity_fraction=0.25)
-    steps(sim, 2)
+    steps(sim, 3)  # 33 tokens = 9 blocks; CPU holds 3
     result = sim.apply(swap("a"))
-    assert not result.ok and "CPU blocks" in result.message
+    assert not result.ok and "needs 9 CPU blocks, only 3 of 3 free" in result.message
+    assert sim.engine.sequences["a"].gpu_blocks == 9
 
 
 def test_block_events_report_stores_and_removals():
     events = []
     sim = tiny_sim([req("a", prompt=8, output=40, prefix=(5,))], capacity=20)
     sim.subscribe(events.append)
-    steps(sim, 2)
+    steps(sim, 2)  # t1: admission stores the shared prefix block only
     stored = [(e.owner, e.reason, e.blocks) for e in events if e.kind == "stored"]
-    assert ("prefix", "admit", 1) in stored and ("a", "admit", 1) in stored
+    assert stored == [("prefix", "admit", 1)]
+    steps(sim, 1)  # t2: 4 private prompt tokens + the first token: 2 private blocks
+    grow = [e for e in events if e.kind == "stored" and e.owner == "a"]
+    assert [(e.reason, e.blocks) for e in grow] == [("grow", 2)]
+    assert grow[0].token_range == (4, 9)  # positions after the 4-token prefix
     sim.apply(evict("a"))
     removed = [e for e in events if e.kind == "removed"]
     assert removed[-1].owner == "a" and removed[-1].reason == "evict"
-    assert removed[-1].token_range == (4, 8)
+    assert removed[-1].token_range == (4, 9)
 
 
 def test_actions_after_the_end_are_refused():
