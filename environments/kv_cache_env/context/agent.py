@@ -1,8 +1,9 @@
 """The conversation-context family played by a chat model through tool calls: the tool schemas,
 the observation text, and the turn loop shared by hosted-model evals and the verifiers taskset.
 
-Each turn the model sees the cache (which messages are resident, partly evicted or gone, and
-their blocks) and the message that just arrived; it may call `evict_blocks`, `evict_message`,
+Each turn the model sees the cache (which messages are resident, partly evicted or gone, their
+role, blocks and text; never the generator's `kind`, which would mark the facts) and the
+message that just arrived; it may call `evict_blocks`, `evict_message`,
 `recall` and `noop`, several per reply; then the episode steps. When the new message is a
 planted question, the reader (by default the same model, in a separate tool-free call) answers
 it from the visible context before the step.
@@ -97,8 +98,10 @@ def context_system_prompt(max_blocks: int) -> str:
         "your calls, the engine evicts the oldest blocks itself (an out-of-memory event, "
         "penalised), keeping the system prompt longest. Later the user asks questions about "
         "facts mentioned earlier (codes, names, dates, ...); they are answered only from what "
-        "is still cached, so keep the blocks that hold facts and evict small talk, reasoning "
-        "and tool noise. Evicted complete turns are archived and can be recalled by query. "
+        "is still cached. Personal details come up in passing anywhere (chat, tool output, "
+        "reasoning), most are never asked about, and the budget cannot hold them all: keep "
+        "the blocks that matter and evict the rest. Evicted complete turns (with their tool "
+        "output) are archived and can be recalled by query. "
         "Reply with tool calls only."
     )
 
@@ -108,7 +111,7 @@ def render_context(obs: ContextObservation) -> str:
         f"Turn {obs.turn + 1}/{obs.turns}. Active blocks {obs.active_blocks}/{obs.max_blocks} "
         f"(newest block {obs.tail_block} cannot be evicted). Archived turns: "
         f"{obs.archived_turns}.",
-        "Messages (index role/kind blocks state: text):",
+        "Messages (index role blocks state: text):",
     ]
     for view in obs.messages:
         if view.state == "evicted":
@@ -118,7 +121,7 @@ def render_context(obs: ContextObservation) -> str:
             text = text[: PREVIEW_CHARS - 1] + "…"
         marker = " <- new" if view.index == obs.new_message else ""
         lines.append(
-            f"#{view.index} {view.role}/{view.kind} b{view.first_block}-{view.last_block} "
+            f"#{view.index} {view.role} b{view.first_block}-{view.last_block} "
             f"{view.state}{marker}: {text}"
         )
     gone = sum(1 for v in obs.messages if v.state == "evicted")
