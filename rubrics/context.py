@@ -59,7 +59,7 @@ CONTEXT_COMPONENTS: Mapping[str, ComponentFn] = {
 }
 CONTEXT_WEIGHTS: Mapping[str, float] = {
     "answer_quality": 1.0,
-    "oom_penalty": 0.25,
+    "oom_penalty": 0.15,
     "memory_saving": 0.2,
     "recall_cost": 0.1,
 }

@@ -9,7 +9,8 @@ sentence by how many distinct content stems of the question it contains (lower-c
 stop-words and question-framing words dropped, a light suffix stemmer); the best score wins
 and ties go to the LATEST sentence, so a later update of a fact beats the stale value.
 Possessives such as "my" or "Maria's" are content here: they tell whose locker code is asked;
-first-person words (I, me, my, mine) are one stem, so "I got locker 4471" answers "my locker".
+"my", "mine" and "your" are one stem, so the assistant's "your locker code" answers "my locker
+code".
 
 Issue 16 additions: a sentence must share at least two stems with the question (one when the
 question has only one), so a lone "my" picks nothing; a sentence of a recalled turn marked
@@ -31,8 +32,8 @@ NO_ANSWER = "I don't know."
 _STOP_TEXT = """a about above after again all also am an and any are as at be been before being
     below
     between both but by can could did do does doing down during each else ever few for from
-    further had has have having he her here hers herself him himself his how if in into is it
-    its itself just more most much must no nor not now of off on once only or other our ours
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most much must no nor not now of off on once only or other our ours
     ourselves out over own please s same she should so some such t than that the their theirs
     them themselves then there these they this those through to too under until up very was we
     were what when where which while who whom why will with would you yours yourself yourselves
@@ -45,13 +46,14 @@ _WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
-_FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself"})
+_FIRST_PERSON = frozenset({"my", "mine", "your"})
 
 
 @lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
-    """A light suffix stemmer: enough that "codes"/"code" and "planned"/"plan" meet; every
-    first-person word is "my"."""
+    """A light suffix stemmer: enough that "codes"/"code" and "planned"/"plan" meet; the
+    user's possessive is "my" whoever speaks ("my" from the user, "your" from the
+    assistant)."""
     if word in _FIRST_PERSON:
         return "my"
     for suffix in ("ing", "ed", "es", "s"):

@@ -85,6 +85,9 @@ class Conversation:
     """Difficulty level of the whole episode: easy | medium | hard."""
     messages: tuple[Message, ...]
     questions: tuple[Question, ...]
+    statements: tuple[FactSpan, ...] = ()
+    """Every fact statement in the chat (asked, stale, other people's, never asked): what
+    "facts + distractors" counts when a level is sized against its budget."""
 
 
 @dataclass(frozen=True, slots=True)
