@@ -671,13 +671,25 @@ def report_command(
 def validate_command(
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=2)] = 100,
     workers: Annotated[int, typer.Option("--workers", "-j", min=1)] = os.cpu_count() or 1,
+    family: Annotated[str, typer.Option(help="Which checks: serving, context or all.")] = "all",
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
+    from .context_validate import context_validation_jobs, run_context_validation
     from .validate import run_validation, validation_jobs
 
+    if family not in ("serving", "context", "all"):
+        raise _fail(f"--family must be serving, context or all, not {family!r}")
+    serving, context = family in ("serving", "all"), family in ("context", "all")
+    total = (
+        len(validation_jobs(episodes)) * serving + len(context_validation_jobs(episodes)) * context
+    )
     with _progress() as progress:
-        task = progress.add_task("validate", total=len(validation_jobs(episodes)))
-        checks = run_validation(episodes, workers, lambda: progress.advance(task))
+        task = progress.add_task("validate", total=total)
+        checks = (
+            run_validation(episodes, workers, lambda: progress.advance(task)) if serving else []
+        )
+        if context:
+            checks += run_context_validation(episodes, workers, lambda: progress.advance(task))
     table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
     for check in checks:
         verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"

@@ -704,6 +704,8 @@ class _Builder:
         """Topics the user has brought up so far."""
         self.spans: list[tuple[_Stmt, FactSpan]] = []
         self.pools = _entity_pools()
+        self.asked_keys: set[str] = set()
+        """Keys of asked facts: attribute filler never names them (it would tie the fact)."""
 
     def deck(self, key: str, items: Sequence[str]) -> _Deck:
         if key not in self.decks:
@@ -730,6 +732,7 @@ class _Builder:
         shapes: Sequence[_TurnShape],
     ) -> Conversation:
         rng = self.rng
+        self.asked_keys = {f"{f.owner or 'my'}|{f.template.attr}" for p in plans for f in p.facts}
         n_topics = 2 if spec.n_turns < 30 else 3
         topics = [TOPICS[int(i)] for i in rng.choice(len(TOPICS), size=n_topics, replace=False)]
         self.add("system", "system", SYSTEM_PROMPT)
@@ -828,7 +831,8 @@ class _Builder:
             template = TEMPLATES[int(rng.integers(len(TEMPLATES)))]
             owner = "" if rng.random() < 0.5 else OWNER_NAMES[int(rng.integers(len(OWNER_NAMES)))]
             name = OWNER_NAMES[int(rng.integers(len(OWNER_NAMES)))]
-            extra.append((attribute_sentence(rng, owner, template.attr, name), None))
+            if f"{owner or 'my'}|{template.attr}" not in self.asked_keys:
+                extra.append((attribute_sentence(rng, owner, template.attr, name), None))
         extra += [(self.say(s, "chat"), s) for s in said]
         order = [int(i) for i in rng.permutation(len(extra))]
         _insert(rng, parts, [extra[i] for i in order], 0)

@@ -60,7 +60,7 @@ def statement(rng: np.random.Generator, where: str, owner: str, attr: str, value
     elif where == "reasoning":
         p, o = "your", "you"
     else:
-        p, o = "my", "me"
+        p, o = "my", "mine"
     return form.format(p=p, P=p[0].upper() + p[1:], a=attr, v=value, o=o)
 
 
