@@ -347,8 +347,12 @@ def _plan_questions(rng: np.random.Generator, spec: LevelSpec) -> list[_Question
     order = [int(t) for t in rng.permutation(len(TEMPLATES))]
     names = [str(n) for n in rng.permutation(OWNER_NAMES)]
     plans: list[_QuestionPlan] = []
-    for _ in range(spec.n_questions):
-        two = rng.random() < spec.p_two_fact
+    twos = [bool(x) for x in rng.random(spec.n_questions) < spec.p_two_fact]
+    if spec.p_two_fact > 0 and not any(twos):  # a level with two-fact questions has one
+        twos[int(rng.integers(spec.n_questions))] = True
+    while sum(twos) > max(1, spec.n_questions - 3):  # room for an update, a tool fact, ...
+        twos[[i for i, t in enumerate(twos) if t][int(rng.integers(sum(twos)))]] = False
+    for two in twos:
         facts = []
         for sub in range(2 if two else 1):
             template = TEMPLATES[order.pop()]
@@ -370,20 +374,9 @@ def _plan_questions(rng: np.random.Generator, spec: LevelSpec) -> list[_Question
 def _promise(
     rng: np.random.Generator, plans: list[_QuestionPlan], spec: LevelSpec, names: list[str]
 ) -> None:
+    # (two-fact questions are promised in `_plan_questions`)
     """A level with a positive probability of a question kind has at least one of it."""
     singles = [p for p in plans if len(p.facts) == 1]
-    if spec.p_two_fact > 0 and len(singles) == len(plans) and len(plans) > 1:
-        target = singles.pop(int(rng.integers(len(singles))))
-        used = {p.facts[0].template.attr for p in plans} | {
-            f.template.attr for p in plans for f in p.facts
-        }
-        template = next(t for t in TEMPLATES if t.attr not in used)
-        owner = "" if target.facts[0].owner else names.pop()
-        first = target.facts[0]
-        target.facts = [
-            _Fact(first.template, first.owner, first.value),
-            _Fact(template, owner, template.values[int(rng.integers(len(template.values)))]),
-        ]
     facts = [p.facts[0] for p in singles]
     if not facts:
         return

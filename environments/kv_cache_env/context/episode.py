@@ -446,7 +446,7 @@ class ContextEpisode:
                     answer=answer,
                     reference=question.answer,
                     rouge_l=rouge_l(person_normalised(answer), person_normalised(question.answer)),
-                    fact_visible=self._facts_visible(question),
+                    fact_visible=self.facts_visible(question),
                     value_correct=verdict == "correct",
                     verdict=verdict,
                     score=VERDICT_SCORES[verdict],
@@ -461,7 +461,7 @@ class ContextEpisode:
         else:
             self._arrive()
 
-    def _facts_visible(self, question: Question) -> bool:
+    def facts_visible(self, question: Question) -> bool:
         facts = question.facts or (FactSpan(question.fact_index, 0, 10**9),)
         for fact in facts:
             index = self.cache_index[fact.message_index]
