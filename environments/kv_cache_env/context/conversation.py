@@ -166,10 +166,10 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
             p_update=0.25,
             p_tool_fact=0.25,
             min_gap_turns=4,
-            max_blocks=44,
-            n_decoys=24,
+            max_blocks=46,
+            n_decoys=30,
             p_two_fact=0.2,
-            p_near=0.6,
+            p_near=0.65,
         ),
         # 90 messages: everything, long distances; statements take >= 1.5x the budget.
         "hard": LevelSpec(
