@@ -39,7 +39,7 @@ from typing import Literal
 
 import numpy as np
 
-from kv_cache_env.context.tokenizer import count_tokens
+from kv_cache_env.context.tokenizer import count_tokens, tokenize
 from kv_cache_env.context.types import (
     BLOCK_SIZE,
     Conversation,
@@ -203,8 +203,6 @@ def statement_blocks(
 ) -> int:
     """Distinct blocks (absolute coordinates, no recall) that hold `spans` (default: every
     statement): what keeping all of them would cost."""
-    from kv_cache_env.context.tokenizer import tokenize
-
     starts, total = [], 0
     for m in conversation.messages:
         starts.append(total)
