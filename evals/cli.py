@@ -740,22 +740,34 @@ def validate_command(
         typer.Option(min=1, help="Episodes per scenario for the deeper search (default: n/10)."),
     ] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", min=1)] = os.cpu_count() or 1,
+    family: Annotated[str, typer.Option(help="Which checks: serving, context or all.")] = "all",
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
+    from .context_validate import context_validation_jobs, run_context_validation
     from .validate import run_validation, validation_jobs
 
+    if family not in ("serving", "context", "all"):
+        raise _fail(f"--family must be serving, context or all, not {family!r}")
+    serving, context = family in ("serving", "all"), family in ("context", "all")
     ablation = episodes if ablation_episodes is None else ablation_episodes
     deep = max(2, episodes // 10) if deep_episodes is None else deep_episodes
     jobs, bounds = validation_jobs(episodes, ablation, deep)
+    total = (len(jobs) + len(bounds)) * serving + len(context_validation_jobs(episodes)) * context
     with _progress() as progress:
-        task = progress.add_task("validate", total=len(jobs) + len(bounds))
-        checks = run_validation(
-            episodes,
-            workers,
-            lambda: progress.advance(task),
-            ablation_episodes=ablation,
-            deep_episodes=deep,
+        task = progress.add_task("validate", total=total)
+        checks = (
+            run_validation(
+                episodes,
+                workers,
+                lambda: progress.advance(task),
+                ablation_episodes=ablation,
+                deep_episodes=deep,
+            )
+            if serving
+            else []
         )
+        if context:
+            checks += run_context_validation(episodes, workers, lambda: progress.advance(task))
     table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
     for check in checks:
         verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"

@@ -162,6 +162,9 @@ def context_metrics(record: ContextRecord) -> dict[str, float]:
         "value_accuracy": (
             sum(q.value_correct for q in questions) / len(questions) if questions else 0.0
         ),
+        "wrong_values": (
+            sum(q.verdict == "wrong" for q in questions) / len(questions) if questions else 0.0
+        ),
         "facts_visible": (
             sum(q.fact_visible for q in questions) / len(questions) if questions else 0.0
         ),

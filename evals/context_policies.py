@@ -9,8 +9,10 @@ eviction counts as OOM). They differ only in which blocks they keep:
   system prompt) plus the most recent.
 - `window-recall`: `trt-lru` that also calls `recall(question)` when a question arrives,
   bringing the archived turn that answers it back (seed 000's RAG archive at work).
-- `oracle`: knows which facts will be asked; keeps their messages, the system prompt and the
-  newest blocks, evicts everything else oldest first.
+- `oracle`: built from the answer key alone: keeps the system prompt, the blocks of the
+  answer-bearing statements of questions still to come and the newest message, and evicts
+  every other block at once (lean: it holds no more than it needs, so no policy saves more
+  memory while answering).
 """
 
 from __future__ import annotations
@@ -74,13 +76,17 @@ def window_recall(episode: ContextEpisode) -> None:
 
 def oracle(episode: ContextEpisode) -> None:
     cache = episode.cache
-    keep: set[int] = _system_blocks(episode)
-    for index in episode.future_fact_indices():
-        keep.update(cache.blocks_of(index))
+    keep: set[int] = _system_blocks(episode) | episode.future_fact_blocks()
     keep.update(cache.blocks_of(cache.n_messages - 1))  # the new message (a question is read)
-    n = cache.n_blocks
-    order = [k for k in range(n) if k not in keep] + sorted(keep)
-    _evict_in_order(episode, order)
+    drop = [
+        k
+        for k in range(cache.n_blocks)
+        if k not in keep and cache.is_active(k) and k != cache.tail_block
+    ]
+    if drop:
+        episode.evict_blocks(drop)
+    order = [k for k in range(cache.n_blocks) if k not in keep] + sorted(keep)
+    _evict_in_order(episode, order)  # only if the kept blocks alone exceed the budget
 
 
 CONTEXT_POLICIES: dict[str, ContextPolicy] = {

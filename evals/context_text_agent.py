@@ -4,9 +4,10 @@ reader call, the verifiers harness — can be tested without a model.
 
 Agent (`context_text_calls`): when a question arrives it first `recall`s with the question's
 text; then it evicts whole messages oldest first (never the system prompt, the new message, or
-a user message of kind `fact`) until the blocks it estimates it frees bring the cache under the
-budget. Its estimates ignore blocks shared with a neighbour, so the engine's fallback (OOM)
-still fires now and then, as it would for a careless model.
+a user message with a digit in it) until the blocks it estimates it frees bring the cache under
+the budget. A question is a new user message ending in "?" (the observation shows no kinds).
+Its estimates ignore blocks shared with a neighbour, so the engine's fallback (OOM) still fires
+now and then, as it would for a careless model.
 
 Reader (`context_text_answer`): the extractive reader over the context text of the request.
 """
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from kv_cache_env.context.extractive import extractive_answer
 
 _HEADER = re.compile(r"Active blocks (\d+)/(\d+) \(newest block (-?\d+)")
-_ROW = re.compile(r"^#(\d+) (\w+)/(\w+) b(\d+)-(\d+) (resident|partial)( <- new)?: (.*)$")
+_ROW = re.compile(r"^#(\d+) (\w+) b(\d+)-(\d+) (resident|partial)( <- new)?: (.*)$")
+_DIGIT = re.compile(r"\d")
 RECALL_MARGIN_BLOCKS = 8
 """Room kept for a recalled turn (about 128 tokens) when a question arrives."""
 
@@ -28,7 +30,6 @@ RECALL_MARGIN_BLOCKS = 8
 class Row:
     index: int
     role: str
-    kind: str
     first: int
     last: int
     state: str
@@ -45,8 +46,8 @@ def parse_rows(text: str) -> tuple[int, int, list[Row]]:
     for line in text.splitlines():
         match = _ROW.match(line)
         if match:
-            index, role, kind, first, last, state, new, body = match.groups()
-            rows.append(Row(int(index), role, kind, int(first), int(last), state, bool(new), body))
+            index, role, first, last, state, new, body = match.groups()
+            rows.append(Row(int(index), role, int(first), int(last), state, bool(new), body))
     return int(header.group(1)), int(header.group(2)), rows
 
 
@@ -55,14 +56,14 @@ def context_text_calls(text: str) -> list[tuple[str, dict[str, object]]]:
     calls: list[tuple[str, dict[str, object]]] = []
     new = next((row for row in rows if row.new), None)
     target = budget
-    if new is not None and new.kind == "question":
+    if new is not None and new.role == "user" and new.text.rstrip().endswith("?"):
         calls.append(("recall", {"query": new.text}))
         target = budget - RECALL_MARGIN_BLOCKS
     freed = 0
     for row in rows:
         if active - freed <= target:
             break
-        if row.new or row.role == "system" or row.kind == "fact":
+        if row.new or row.role == "system" or (row.role == "user" and _DIGIT.search(row.text)):
             continue
         calls.append(("evict_message", {"index": row.index}))
         freed += row.last - row.first + 1

@@ -1,15 +1,20 @@
-"""The context rubric (seeds 000 + 001): four named components of a `ContextRecord` and their
-weighted sum. Penalties are negative numbers, so the reward is `sum(weight * component)`.
+"""The context rubric (seeds 000 + 001, issue 16): four named components of a `ContextRecord`
+and their weighted sum. Penalties are negative numbers, so the reward is
+`sum(weight * component)`.
 
-- answer_quality: mean ROUGE-L F of the reader's answers against the answer key (seed 001's
-  score of "did we evict the right blocks"); 0 when the episode asked nothing.
+- answer_quality: mean answer score over the questions (`values.VERDICT_SCORES`: the right
+  value 1, "I don't know" or no value 0, a wrong value -0.25); 0 when the episode asked
+  nothing. A stated departure from seed 001, which scores answers by ROUGE-L: ROUGE-L pays an
+  echo of the question ("your locker code is") and a stale value most of the credit. ROUGE-L
+  stays as a metric.
 - oom_penalty: minus the fraction of turns on which the engine had to evict by itself because
   active blocks exceeded `MAX_BLOCKS` (seed 001's OOM), in [-1, 0].
-- memory_saving: one minus the mean active blocks per turn over `MAX_BLOCKS` (seed 001's
-  "virtual memory"), in [0, 1]: holding less than the budget is worth something, but far less
-  than answering right.
-- recall_cost: minus the recall calls per question, capped at 1: each recall is a search plus
-  a prefill of the recalled blocks (latency); the blocks themselves already count in memory.
+- memory_saving: blocks saved under the budget, measured against a lean oracle (the system
+  prompt, the answer-bearing statements still to be asked and the newest message), capped at
+  the lean oracle's saving, and scaled by the share of right answers: in [0, 1]. An empty
+  cache saves nothing when it answers nothing.
+- recall_cost: minus the recall calls per question, uncapped: every recall is a search plus a
+  prefill of the recalled blocks (latency); the blocks themselves already count in memory.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ ComponentFn = Callable[[ContextRecord], float]
 def answer_quality(record: ContextRecord) -> float:
     if not record.questions:
         return 0.0
-    return sum(q.rouge_l for q in record.questions) / len(record.questions)
+    return sum(q.score for q in record.questions) / len(record.questions)
 
 
 def oom_penalty(record: ContextRecord) -> float:
@@ -32,14 +37,18 @@ def oom_penalty(record: ContextRecord) -> float:
 
 
 def memory_saving(record: ContextRecord) -> float:
-    if not record.active_blocks:
+    if not record.active_blocks or not record.questions:
         return 0.0
     mean = sum(record.active_blocks) / len(record.active_blocks)
-    return max(0.0, min(1.0, 1.0 - mean / record.max_blocks))
+    lean = sum(record.lean_blocks) / len(record.lean_blocks) if record.lean_blocks else 0.0
+    room = record.max_blocks - min(lean, record.max_blocks - 1)
+    saved = max(0.0, min(1.0, (record.max_blocks - mean) / room))
+    right = sum(q.value_correct for q in record.questions) / len(record.questions)
+    return saved * right
 
 
 def recall_cost(record: ContextRecord) -> float:
-    return -min(1.0, record.recalls / max(1, len(record.questions)))
+    return -record.recalls / max(1, len(record.questions))
 
 
 CONTEXT_COMPONENTS: Mapping[str, ComponentFn] = {
@@ -50,7 +59,7 @@ CONTEXT_COMPONENTS: Mapping[str, ComponentFn] = {
 }
 CONTEXT_WEIGHTS: Mapping[str, float] = {
     "answer_quality": 1.0,
-    "oom_penalty": 0.5,
+    "oom_penalty": 0.15,
     "memory_saving": 0.2,
     "recall_cost": 0.1,
 }

@@ -5,29 +5,31 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import statistics
+from collections import Counter
 from functools import cache
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rouge_score import rouge_scorer
 
 from kv_cache_env.context.conversation import (
     LEVELS,
+    OWNER_NAMES,
     QUESTION_LEVELS,
-    UPDATE_LEADS,
+    TEMPLATES,
     LevelSpec,
     generate_conversation,
+    statement_blocks,
     total_blocks,
     turns,
 )
 from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer, split_sentences
 from kv_cache_env.context.tokenizer import count_tokens, tokenize
-from kv_cache_env.context.types import Conversation, Kind, Message, Question, Role
+from kv_cache_env.context.types import Conversation, FactSpan, Kind, Message, Question, Role
+from kv_cache_env.context.values import judge_answer, names_value
 
 SEEDS = range(20)
-"""Seeds 0..19 per level: enough for stable means, fast enough (~3 s for all tests)."""
+"""Seeds 0..19 per level: enough for stable means, fast enough (~4 s for all tests)."""
 
 
 @cache
@@ -39,37 +41,13 @@ def all_convs(level: str) -> list[Conversation]:
     return [conv(seed, level) for seed in SEEDS]
 
 
-def value_of(question: Question) -> str:
-    """The answer key's value: "your locker code is 4471" → "4471"."""
-    return question.answer.split(" is ", 1)[1]
+def said(c: Conversation, span: FactSpan) -> str:
+    return c.messages[span.message_index].text[span.start : span.end]
 
 
-def mentions(text: str, value: str) -> bool:
-    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text) is not None
-
-
-_OWNED = r"(My|my|[A-Z][a-z]+'s) {attr} is ([^.\n]+)\."
-
-
-def attribute_of(question: Question) -> str:
-    """The template attribute of a question: "your dog's name is Rufus" → "dog's name"."""
-    head = question.answer.split(" is ", 1)[0]
-    return head.split(" ", 1)[1]
-
-
-def owner_of(question: Question) -> str:
-    head = question.answer.split(" is ", 1)[0].split(" ", 1)[0]
-    return "my" if head == "your" else head
-
-
-def owned_facts(c: Conversation, question: Question) -> list[tuple[int, str, str]]:
-    """(message index, owner, value) of every "<owner> <attr> is <value>." in the chat."""
-    pattern = re.compile(_OWNED.format(attr=re.escape(attribute_of(question))))
-    return [
-        (m.index, owner.lower() if owner.lower() == "my" else owner, value)
-        for m in c.messages
-        for owner, value in pattern.findall(m.text)
-    ]
+ANNOUNCING = re.compile(r"correct|actually|scratch|update|changed|no longer|instead", re.I)
+V1_SHAPE = re.compile(r"^(My|[A-Z][a-z]+'s) [a-z' ]+ is [^.]+\.$")
+"""The one shape every v1 fact had ("My locker code is 4471.")."""
 
 
 # --- tokenizer -----------------------------------------------------------------------------
@@ -160,11 +138,15 @@ def test_messages_are_well_formed(level: str) -> None:
                 assert m.role == "assistant"
             if m.kind == "tool_output":
                 assert m.role == "tool"
-                assert 60 <= m.n_tokens <= 250
+                assert 30 <= m.n_tokens <= 250
             if m.kind in ("fact", "question"):
                 assert m.role == "user"
             if m.kind in ("chat", "chitchat", "fact", "question"):
-                assert 10 <= m.n_tokens <= 120, m.text
+                assert 10 <= m.n_tokens <= 200, m.text
+            # the generator's kind is the only place a fact is marked: hosts of statements
+            # are ordinary chat, notes files and reasoning spans
+            if m.facts:
+                assert m.kind in ("fact", "tool_output", "reasoning")
 
 
 @pytest.mark.parametrize("level", list(LEVELS))
@@ -204,84 +186,114 @@ def test_turns_on_a_hand_made_conversation() -> None:
 
 
 @pytest.mark.parametrize("level", list(LEVELS))
-def test_conversation_sizes_and_cache_budget(level: str) -> None:
+def test_statements_exceed_the_budget_and_the_answers_fit(level: str) -> None:
     spec = LEVELS[level]
-    tokens = [sum(m.n_tokens for m in c.messages) for c in all_convs(level)]
-    assert 1500 <= statistics.mean(tokens) <= 6000
-    ratios = [spec.max_blocks / total_blocks(c) for c in all_convs(level)]
-    assert 0.40 <= statistics.mean(ratios) <= 0.50
-    assert all(0.33 <= r <= 0.62 for r in ratios), ratios
+    need = {"easy": 0.0, "medium": 1.0, "hard": 1.5}[level]
+    for c in all_convs(level):
+        assert statement_blocks(c) >= need * spec.max_blocks, c.seed
+        answers = [f for q in c.questions for f in q.facts]
+        assert statement_blocks(c, answers) <= spec.max_blocks // 2
+        assert total_blocks(c) >= 3 * spec.max_blocks
 
 
-def test_harder_levels_are_longer_and_further() -> None:
+def test_harder_levels_are_longer_and_denser() -> None:
     easy, medium, hard = LEVELS["easy"], LEVELS["medium"], LEVELS["hard"]
     assert easy.n_messages < medium.n_messages < hard.n_messages
     assert easy.n_questions < medium.n_questions < hard.n_questions
     assert easy.min_gap_turns < medium.min_gap_turns < hard.min_gap_turns
-    assert easy.max_blocks < medium.max_blocks < hard.max_blocks
-    assert (easy.p_distractor, easy.p_update, easy.p_tool_fact) == (0, 0, 0)
+    assert easy.n_decoys < medium.n_decoys < hard.n_decoys
+    assert (easy.p_distractor, easy.p_update, easy.p_tool_fact, easy.p_two_fact) == (0, 0, 0, 0)
     assert 0 < medium.p_distractor <= hard.p_distractor
     assert 0 < medium.p_update <= hard.p_update
     assert 0 < medium.p_tool_fact <= hard.p_tool_fact
+    assert 0 < medium.p_two_fact <= hard.p_two_fact
 
 
 # --- the answer key ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("level", list(LEVELS))
-def test_every_question_points_at_an_earlier_message_holding_its_answer(level: str) -> None:
-    gap = LEVELS[level].min_gap_turns
+def test_every_question_points_at_earlier_statements_of_its_values(level: str) -> None:
+    spec = LEVELS[level]
+    attrs = {t.attr for t in TEMPLATES}
     for c in all_convs(level):
         turn_of = {i: t for t, (u, r) in enumerate(turns(c)) for i in range(u, r + 1)}
+        keys_at = {i: set(m.facts) for i, m in enumerate(c.messages)}
         asked = [q.message_index for q in c.questions]
         assert asked == sorted(asked)
-        assert len({attribute_of(q) for q in c.questions}) == len(c.questions)
         for q in c.questions:
-            asking, fact = c.messages[q.message_index], c.messages[q.fact_index]
+            asking = c.messages[q.message_index]
             assert asking.kind == "question"
             assert q.text in asking.text and q.text.endswith("?")
-            assert q.fact_index < q.message_index
-            assert turn_of[q.message_index] - turn_of[q.fact_index] >= gap
             assert q.level in QUESTION_LEVELS
-            # the fact message states exactly the answer key
-            assert (q.fact_index, owner_of(q), value_of(q)) in owned_facts(c, q)
-            assert fact.kind == ("tool_output" if q.level == "tool" else "fact")
-            # the single source: no reply, reasoning span or other user message has the value
-            for m in c.messages:
-                if m.index != q.fact_index and m.role != "tool":
-                    assert not mentions(m.text, value_of(q)), (m.text, q)
-            # ... and the question's latest statement is the fact message
-            own = [i for i, owner, _ in owned_facts(c, q) if owner == owner_of(q)]
-            assert max(own) == q.fact_index
-
-
-def test_easy_questions_are_all_direct() -> None:
-    for c in all_convs("easy"):
-        assert {q.level for q in c.questions} == {"direct"}
-        for q in c.questions:
-            assert [i for i, _, _ in owned_facts(c, q)] == [q.fact_index]
+            assert len(q.facts) == len(q.values) == (2 if q.level == "two_fact" else 1)
+            assert set(q.values) <= set(q.candidates)
+            assert q.fact_index == q.facts[0].message_index
+            parts = q.answer.split(" and ")
+            for fact, value, part in zip(q.facts, q.values, parts, strict=True):
+                text = said(c, fact)
+                assert fact in c.statements
+                assert names_value(text, value), (text, value)
+                assert any(a in text for a in attrs)
+                distance = turn_of[q.message_index] - turn_of[fact.message_index]
+                assert distance >= 1 and (
+                    distance <= spec.near_turns or distance >= spec.min_gap_turns
+                )
+                # the answer-bearing statement is the latest of its key before the question
+                owner, attr = part.rpartition(" is ")[0].split(" ", 1)
+                key = f"{'my' if owner == 'your' else owner.removesuffix(chr(39) + 's')}|{attr}"
+                assert key in keys_at[fact.message_index]
+                later = [
+                    i for i in range(fact.message_index + 1, q.message_index) if key in keys_at[i]
+                ]
+                assert later == [], (key, later)
+            assert judge_answer(q.answer, q.values, q.candidates) == "correct"
 
 
 @pytest.mark.parametrize("level", ["medium", "hard"])
-def test_distractors_updates_and_tool_facts_appear_where_promised(level: str) -> None:
+def test_distractors_updates_tool_facts_and_two_fact_questions_appear(level: str) -> None:
+    seen: set[str] = set()
     for c in all_convs(level):
-        levels = [q.level for q in c.questions]
-        assert "updated" in levels and "tool" in levels
-        distractors = 0
+        levels = {q.level for q in c.questions}
+        assert {"updated", "tool", "two_fact"} <= levels
+        seen |= levels
         for q in c.questions:
-            facts = owned_facts(c, q)
-            others = [(i, v) for i, owner, v in facts if owner != owner_of(q)]
-            assert all(v != value_of(q) and i < q.message_index for i, v in others)
-            distractors += len(others)
-            stale = [v for i, owner, v in facts if owner == owner_of(q) and i != q.fact_index]
+            if q.level == "tool":
+                assert c.messages[q.fact_index].role == "tool"
             if q.level == "updated":
-                assert len(stale) == 1 and stale[0] != value_of(q)
-                assert c.messages[q.fact_index].text.startswith(UPDATE_LEADS)
-            else:
-                assert stale == []
-            if q.level == "distractor":
-                assert others
-        assert distractors >= 1
+                (fact,) = q.facts
+                update = said(c, fact)
+                assert not ANNOUNCING.search(update), update  # it reads like any statement
+                stale = [
+                    s
+                    for s in c.statements
+                    if s.message_index < fact.message_index
+                    and set(c.messages[s.message_index].facts)
+                    & set(c.messages[fact.message_index].facts)
+                    and not names_value(said(c, s), q.values[0])
+                ]
+                assert stale, q
+    assert seen == set(QUESTION_LEVELS) - {"direct"} or seen == set(QUESTION_LEVELS)
+
+
+def test_facts_are_not_lexically_special() -> None:
+    hard = all_convs("hard")
+    statements = [said(c, s) for c in hard for s in c.statements]
+    v1 = sum(bool(V1_SHAPE.match(s)) for s in statements)
+    assert v1 < 0.25 * len(statements)  # the v1 one-shape regex finds a minority
+    hosts = Counter(c.messages[s.message_index].role for c in hard for s in c.statements)
+    assert set(hosts) == {"user", "tool", "assistant"}  # chat, notes files and reasoning
+    assert all(not ANNOUNCING.search(s) for s in statements)
+    pools = {v for t in TEMPLATES for v in t.values if len(v) > 3}
+    filler = [
+        m.text
+        for c in hard
+        for m in c.messages
+        if not m.facts and m.role == "user" and m.kind != "question"
+    ]
+    with_names = sum(any(n in t for n in OWNER_NAMES) for t in filler)
+    with_values = sum(any(v in t for v in pools) for t in filler)
+    assert with_names >= 0.2 * len(filler) and with_values >= 0.1 * len(filler)
 
 
 # --- the extractive reader -----------------------------------------------------------------
@@ -296,13 +308,30 @@ def test_reader_picks_the_best_matching_latest_sentence() -> None:
     assert extractive_answer(text, "What is Maria's locker code?") == (
         "Maria's locker code is 9130."
     )
-    updated = f"{text} Scratch that, it changed. My locker code is 5512."
+    updated = f"{text} So my locker code is 5512 these days."
     assert extractive_answer(updated, "What was my locker code again?") == (
-        "My locker code is 5512."
+        "So my locker code is 5512 these days."
     )
-    assert extractive_answer(text, "What is my cat's name?") == "My locker code is 4471."
+    # one shared word ("my") is not enough
+    assert extractive_answer(text, "What is my cat's name?") == NO_ANSWER
     assert extractive_answer("Nice weather today.", "What is the wifi password?") == NO_ANSWER
     assert extractive_answer("", "What is my locker code?") == NO_ANSWER
+    # the assistant's "your" is the user's "my"
+    assert extractive_answer("I note your cat's name is Mochi.", "What is my cat's name?") == (
+        "I note your cat's name is Mochi."
+    )
+    two = extractive_answer(text, "What are my locker code and Maria's locker code?")
+    assert "4471" in two and "9130" in two
+
+
+def test_reader_prefers_current_values_over_outdated_recalled_ones() -> None:
+    text = (
+        "user: So my locker code is 5512 these days.\n"
+        "user: [recalled turn, outdated] User: My locker code is 4471."
+    )
+    assert extractive_answer(text, "What is my locker code?") == (
+        "user: So my locker code is 5512 these days."
+    )
 
 
 def test_sentences_split_at_stops_and_lines() -> None:
@@ -315,30 +344,18 @@ def test_sentences_split_at_stops_and_lines() -> None:
     ]
 
 
-def _visible(c: Conversation, q: Question, drop: int | None = None) -> str:
-    return "\n".join(m.text for m in c.messages[: q.message_index + 1] if m.index != drop)
+def _visible(c: Conversation, q: Question, drop: set[int] | None = None) -> str:
+    return "\n".join(
+        m.text for m in c.messages[: q.message_index + 1] if m.index not in (drop or set())
+    )
 
 
 @pytest.mark.parametrize("level", list(LEVELS))
-def test_reader_answers_from_the_fact_and_fails_without_it(level: str) -> None:
-    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-    full: list[float] = []
-    removed: list[float] = []
-    removed_direct: list[float] = []
+def test_reader_answers_from_the_facts_and_never_without_them(level: str) -> None:
     for c in all_convs(level):
         for q in c.questions:
             seen = extractive_answer(_visible(c, q), q.text)
-            blind = extractive_answer(_visible(c, q, drop=q.fact_index), q.text)
-            assert mentions(seen, value_of(q)), (seen, q)
-            assert not mentions(blind, value_of(q)), (blind, q)
-            full.append(scorer.score(q.answer, seen)["rougeL"].fmeasure)
-            removed.append(scorer.score(q.answer, blind)["rougeL"].fmeasure)
-            if q.level == "direct":
-                removed_direct.append(removed[-1])
-    assert statistics.mean(full) >= 0.85
-    assert statistics.mean(removed_direct) <= 0.3
-    # A distractor or the stale value of an updated fact shares the answer's template words,
-    # which ROUGE-L rewards: the drop is smaller there, but still large.
-    assert statistics.mean(full) - statistics.mean(removed) >= 0.4
-    if level == "easy":
-        assert statistics.mean(removed) <= 0.3
+            assert judge_answer(seen, q.values, q.candidates) == "correct", (seen, q)
+            drop = {f.message_index for f in q.facts}
+            blind = extractive_answer(_visible(c, q, drop), q.text)
+            assert judge_answer(blind, q.values, q.candidates) != "correct", (blind, q)

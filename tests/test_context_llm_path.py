@@ -102,7 +102,8 @@ def test_model_path_and_vf_eval_agree(tmp_path: Path) -> None:
     (result,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert result["status"] == "ok" and result["reader"] == "text-agent"
     record = result["record"]
-    assert record["agent_evicted_blocks"] > 0 and record["recalls"] == len(record["questions"])
+    # it recalls on every user message ending in "?" (the observation shows no kinds)
+    assert record["agent_evicted_blocks"] > 0 and record["recalls"] >= len(record["questions"])
     assert record["invalid_actions"] == 0
     assert (out / "transcripts").is_dir()
     traces = [

@@ -152,7 +152,9 @@ def test_phase1_generalised_orphan_completed_at_the_next_event_or_flush() -> Non
     ep2.evict_blocks([1])
     a2 = ep2.add("assistant", 4)
     assert ep2.tracker.flush(ep2.step) == [
-        ArchivedTurn(u2, a2, ep2.messages[u2].text, ep2.messages[a2].text)
+        ArchivedTurn(
+            u2, a2, ep2.messages[u2].text, ep2.messages[a2].text, ep2.messages[u2 + 1].text
+        )
     ]
     assert ep2.tracker.flush(ep2.step) == []
 

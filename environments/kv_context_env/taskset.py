@@ -6,8 +6,11 @@ arriving per turn, and the planted questions are answered by a reader from what 
   `finalize` stores the record in `trace.info["context_record"]`; rewards and metrics are
   computed from that record only (so `vf-replay` re-scores identically).
 - `KvContextHarness` runs the loop in-process (`kv_cache_env.context.agent`), every model call
-  through the rollout's interception endpoint. The reader is the model itself by default (a
-  separate tool-free call per question, which counts as a model call), or `extractive`.
+  through the rollout's interception endpoint. The reader is the fixed extractive reader by
+  default, so the policy model cannot raise its own reward by how it phrases answers; `model`
+  makes the model itself read (a tool-free call per question). Either way the answer is scored
+  by the value check (`values.judge_answer`): an echo of the question names no value and
+  scores what "I don't know" scores, nothing.
 - `KvContextEnv` makes the local subprocess runtime the default.
 """
 
@@ -87,7 +90,8 @@ class KvContextTask(vf.Task[KvContextData, KvContextState, KvContextTaskConfig])
 
     @vf.metric
     async def context(self, trace: vf.Trace) -> dict[str, float]:
-        """ROUGE-L, facts still visible when asked, OOM events, blocks used, recalls."""
+        """Value accuracy, ROUGE-L, facts still visible when asked, OOM events, blocks used,
+        recalls."""
         from evals.context_eval import context_metrics
 
         return context_metrics(_record(trace))
@@ -128,9 +132,10 @@ class KvContextTaskset(vf.Taskset[KvContextTask, KvContextTasksetConfig]):
 class KvContextHarnessConfig(vf.HarnessConfig):
     history_turns: int | None = 0
     """Past turns sent with each observation (each observation is self-contained)."""
-    reader: str = "model"
-    """Who answers the planted questions: `model` (the model under training/evaluation, one
-    tool-free call per question) or `extractive` (deterministic, no call)."""
+    reader: str = "extractive"
+    """Who answers the planted questions: `extractive` (fixed and deterministic, no call; the
+    default) or `model` (the model under training/evaluation, one tool-free call per
+    question). The value check scores both."""
     request_timeout: float = 300.0
 
 

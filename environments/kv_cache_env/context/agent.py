@@ -1,8 +1,9 @@
 """The conversation-context family played by a chat model through tool calls: the tool schemas,
 the observation text, and the turn loop shared by hosted-model evals and the verifiers taskset.
 
-Each turn the model sees the cache (which messages are resident, partly evicted or gone, and
-their blocks) and the message that just arrived; it may call `evict_blocks`, `evict_message`,
+Each turn the model sees the cache (which messages are resident, partly evicted or gone, their
+role, blocks and text; never the generator's `kind`, which would mark the facts) and the
+message that just arrived; it may call `evict_blocks`, `evict_message`,
 `recall` and `noop`, several per reply; then the episode steps. When the new message is a
 planted question, the reader (by default the same model, in a separate tool-free call) answers
 it from the visible context before the step.
@@ -97,8 +98,10 @@ def context_system_prompt(max_blocks: int) -> str:
         "your calls, the engine evicts the oldest blocks itself (an out-of-memory event, "
         "penalised), keeping the system prompt longest. Later the user asks questions about "
         "facts mentioned earlier (codes, names, dates, ...); they are answered only from what "
-        "is still cached, so keep the blocks that hold facts and evict small talk, reasoning "
-        "and tool noise. Evicted complete turns are archived and can be recalled by query. "
+        "is still cached. Personal details come up in passing anywhere (chat, tool output, "
+        "reasoning), most are never asked about, and the budget cannot hold them all: keep "
+        "the blocks that matter and evict the rest. Evicted complete turns (with their tool "
+        "output) are archived and can be recalled by query. "
         "Reply with tool calls only."
     )
 
@@ -110,7 +113,7 @@ def render_context_blocks(obs: ContextObservation) -> list[str]:
     evicted messages and the per-turn header. Each block ends with a newline, so the blocks
     joined are the observation text. A provider prompt cache can then keep the stable blocks
     from one turn to the next (`evals.prompt_cache`)."""
-    blocks = ["Messages (index role/kind blocks state: text):\n"]
+    blocks = ["Messages (index role blocks state: text):\n"]
     volatile: list[str] = []
     for view in obs.messages:
         if view.state == "evicted":
@@ -120,7 +123,7 @@ def render_context_blocks(obs: ContextObservation) -> list[str]:
             text = text[: PREVIEW_CHARS - 1] + "…"
         marker = " <- new" if view.index == obs.new_message else ""
         line = (
-            f"#{view.index} {view.role}/{view.kind} b{view.first_block}-{view.last_block} "
+            f"#{view.index} {view.role} b{view.first_block}-{view.last_block} "
             f"{view.state}{marker}: {text}\n"
         )
         (volatile if view.index == obs.new_message else blocks).append(line)

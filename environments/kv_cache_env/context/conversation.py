@@ -1,26 +1,32 @@
-"""The deterministic long-conversation generator and its answer key (seeds 000 + 001). It owns
-the difficulty levels (`LEVELS`), `generate_conversation(seed, level)` and the turn structure
-(`turns`). Everything is drawn from `numpy.random.default_rng(seed)`: the same seed and level
-give the identical conversation.
+"""The deterministic long-conversation generator and its answer key (seeds 000 + 001, v2 of
+issue 16). It owns the difficulty levels (`LEVELS`), `generate_conversation(seed, level)` and
+the turn structure (`turns`). Everything is drawn from `numpy.random.default_rng(seed)`: the
+same seed and level give the identical conversation.
 
 Shape of a conversation. Message 0 is the system prompt. Then `n_turns` turns, each
 
     user  →  [assistant reasoning span]  →  [tool output, up to two]  →  assistant reply
 
 so every user message is answered by the first later assistant message that is not a
-reasoning span (`turns`). User messages are ordinary chat about a couple of topics, chit-chat
-filler, planted facts (kind `fact`), distractor facts (the same template about someone else),
-updates of a planted fact (kind `fact`, the latest value is the answer) and questions (kind
-`question`) about facts planted at least `min_gap_turns` turns earlier. On harder levels a
-fact may instead sit inside a tool output (the user asks the assistant to open a note or an
-email). Replies never restate a planted value, so the fact message is the single source the
-reader can answer from (for an updated fact: the latest update message).
+reasoning span (`turns`). User messages are topic chat, small talk and questions (kind
+`question`) about facts stated at least `min_gap_turns` turns earlier.
 
-Answer key. Each `Question` names the message holding the answer (`fact_index`), the
-canonical short answer sentence (`answer`, e.g. "your locker code is 4471") and its own
-difficulty (`level`): `direct`, `distractor` (a same-template fact about another owner is
-also in the chat), `tool` (the fact is a line of a tool output) or `updated` (the value was
-changed later; the answer is the latest). Questions within an episode use distinct templates.
+Facts are not lexically special (issue 16). A fact statement ("Maria's flight number is LH
+418", in one of many wordings, `wording.py`) is said in passing: a sentence inside a user's
+chat message (kind `fact`), a line of a notes file a tool prints, or a remark in the
+assistant's reasoning. Most statements are never asked about: besides each question's fact
+there are distractors (the same attribute of someone else), the stale value of an updated fact
+(the update reads like any statement, no announcing phrase) and `n_decoys` details nobody asks
+about. Filler carries the same entity types (names, numbers, codes, dates, places; the values
+come from the facts' pools) and sometimes names an attribute without a value. Replies never
+restate a value and never acknowledge a fact ("Noted!" would mark it).
+
+Answer key. Each `Question` names its key value(s), the candidate values (every value its
+templates could take), the answer-bearing statements' spans (`facts`; the current value only)
+and its level: `direct`, `distractor` (someone else's value of the same attribute is stated
+before the question), `tool` (the fact is a line of a tool output), `updated` (the value was
+stated again later; the answer is the latest) or `two_fact` (one question asks two facts).
+`Conversation.statements` spans every statement, asked or not.
 """
 
 from __future__ import annotations
@@ -33,8 +39,17 @@ from typing import Literal
 
 import numpy as np
 
-from kv_cache_env.context.tokenizer import count_tokens
-from kv_cache_env.context.types import BLOCK_SIZE, Conversation, Kind, Message, Question, Role
+from kv_cache_env.context.tokenizer import count_tokens, tokenize
+from kv_cache_env.context.types import (
+    BLOCK_SIZE,
+    Conversation,
+    FactSpan,
+    Kind,
+    Message,
+    Question,
+    Role,
+)
+from kv_cache_env.context.wording import attribute_sentence, entity_sentence, statement
 
 __all__ = [
     "LEVELS",
@@ -42,12 +57,19 @@ __all__ = [
     "LevelSpec",
     "QuestionLevel",
     "generate_conversation",
+    "statement_blocks",
     "total_blocks",
     "turns",
 ]
 
-QuestionLevel = Literal["direct", "distractor", "tool", "updated"]
-QUESTION_LEVELS: tuple[QuestionLevel, ...] = ("direct", "distractor", "tool", "updated")
+QuestionLevel = Literal["direct", "distractor", "tool", "updated", "two_fact"]
+QUESTION_LEVELS: tuple[QuestionLevel, ...] = (
+    "direct",
+    "distractor",
+    "tool",
+    "updated",
+    "two_fact",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,21 +83,34 @@ class LevelSpec:
     """User→assistant turns; the other `n_messages - 1 - 2 * n_turns` messages are reasoning
     spans and tool outputs inside turns."""
     n_questions: int
-    """Planted questions, each about a distinct fact template."""
+    """Planted questions, each about distinct fact templates."""
     p_distractor: float
-    """Chance that a same-template fact about another owner is planted before the question."""
+    """Chance that a same-template fact about another owner is stated before the question."""
     p_update: float
-    """Chance that the fact is changed later (the answer is the latest value)."""
+    """Chance that the fact is stated again later with a new value (the answer is the latest)."""
     p_tool_fact: float
-    """Chance that the fact is a line inside a tool output rather than a user message."""
+    """Chance that the fact is a line inside a tool output rather than said in chat."""
     min_gap_turns: int
-    """Fact→question distance: at least this many turns from the answer-bearing message's turn
-    to the question's turn (each turn is at least two messages)."""
+    """Fact→question distance: at least this many turns from the answer-bearing statement's turn
+    to the question's turn (unless the question is a near one, `p_near`)."""
     max_blocks: int
-    """Cache budget of an episode, in `BLOCK_SIZE`-token blocks: about 35–60% of the
-    conversation's blocks, so the agent must choose what stays."""
+    """Cache budget of an episode, in `BLOCK_SIZE`-token blocks: all statements (asked or not)
+    take at least 1.5x of it on hard, more than it on medium, so keeping every fact-shaped
+    sentence is not possible; the answer-bearing ones fit with room to spare."""
+    n_decoys: int = 0
+    """Statements of details nobody asks about (the user's and other people's)."""
+    p_near: float = 0.0
+    """Chance that a question is asked soon after its fact: within `near_turns` turns instead
+    of at least `min_gap_turns` (what any recent window still holds)."""
+    near_turns: int = 1
+    p_two_fact: float = 0.0
+    """Chance that a question asks two facts at once."""
     p_chitchat: float = 0.25
     """Chance that a turn carrying no planted item is small talk rather than topic chat."""
+    p_entity: float = 0.6
+    """Chance that a chat message carries a sentence with names, numbers, codes or dates."""
+    p_attribute: float = 0.15
+    """Chance that a chat message names some fact attribute without a value."""
     n_extra: int = field(init=False)
     """Derived: reasoning spans + tool outputs (`n_messages - 1 - 2 * n_turns`)."""
 
@@ -84,7 +119,16 @@ class LevelSpec:
         object.__setattr__(self, "n_extra", extra)
         if extra < self.n_questions:
             raise ValueError(f"n_messages={self.n_messages} leaves {extra} extra messages")
-        for name in ("p_distractor", "p_update", "p_tool_fact", "p_chitchat"):
+        for name in (
+            "p_distractor",
+            "p_update",
+            "p_tool_fact",
+            "p_chitchat",
+            "p_two_fact",
+            "p_entity",
+            "p_attribute",
+            "p_near",
+        ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1]")
         if self.n_questions < 1:
@@ -93,12 +137,13 @@ class LevelSpec:
             raise ValueError(f"n_turns={self.n_turns} is too few for the questions and gap")
         if self.max_blocks < 1:
             raise ValueError("max_blocks must be positive")
+        if self.n_decoys < 0:
+            raise ValueError("n_decoys must not be negative")
 
 
 LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
     {
-        # 40 messages, ~2.1k tokens (~133 blocks; 90–181 over 1000 seeds): three direct
-        # questions, short distances. The budget holds ~45% (33–67% at the extremes).
+        # 40 messages, three direct questions, a few details nobody asks about.
         "easy": LevelSpec(
             n_messages=40,
             n_turns=16,
@@ -107,10 +152,12 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
             p_update=0.0,
             p_tool_fact=0.0,
             min_gap_turns=3,
-            max_blocks=60,
+            max_blocks=40,
+            n_decoys=6,
+            p_near=0.6,
         ),
-        # 60 messages, ~3.2k tokens (~203 blocks; 147–255): distractors, at least one update
-        # and one fact in a tool output. The budget holds ~44% (35–61%).
+        # 60 messages: distractors, an update, a fact in a tool output, a two-fact question;
+        # statements take more blocks than the budget.
         "medium": LevelSpec(
             n_messages=60,
             n_turns=23,
@@ -118,11 +165,13 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
             p_distractor=0.5,
             p_update=0.25,
             p_tool_fact=0.25,
-            min_gap_turns=6,
-            max_blocks=90,
+            min_gap_turns=4,
+            max_blocks=46,
+            n_decoys=30,
+            p_two_fact=0.2,
+            p_near=0.65,
         ),
-        # 90 messages, ~5.0k tokens (~316 blocks; 244–400): everything, long distances, the
-        # tightest budget: ~42% (34–55%).
+        # 90 messages: everything, long distances; statements take >= 1.5x the budget.
         "hard": LevelSpec(
             n_messages=90,
             n_turns=33,
@@ -130,8 +179,11 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
             p_distractor=0.6,
             p_update=0.35,
             p_tool_fact=0.35,
-            min_gap_turns=10,
-            max_blocks=134,
+            min_gap_turns=5,
+            max_blocks=48,
+            n_decoys=36,
+            p_two_fact=0.25,
+            p_near=0.6,
         ),
     }
 )
@@ -142,6 +194,33 @@ def total_blocks(conversation: Conversation, block_size: int = BLOCK_SIZE) -> in
     """Blocks the whole conversation fills (absolute coordinates: messages back to back)."""
     tokens = sum(m.n_tokens for m in conversation.messages)
     return -(-tokens // block_size)
+
+
+def statement_blocks(
+    conversation: Conversation,
+    spans: Sequence[FactSpan] | None = None,
+    block_size: int = BLOCK_SIZE,
+) -> int:
+    """Distinct blocks (absolute coordinates, no recall) that hold `spans` (default: every
+    statement): what keeping all of them would cost."""
+    starts, total = [], 0
+    for m in conversation.messages:
+        starts.append(total)
+        total += m.n_tokens
+    blocks: set[int] = set()
+    for span in conversation.statements if spans is None else spans:
+        message = conversation.messages[span.message_index]
+        pos, first, last = 0, None, None
+        for i, piece in enumerate(tokenize(message.text)):
+            if pos + len(piece) > span.start and pos < span.end:
+                first = i if first is None else first
+                last = i
+            pos += len(piece)
+        if first is None or last is None:
+            continue
+        base = starts[span.message_index]
+        blocks.update(range((base + first) // block_size, (base + last) // block_size + 1))
+    return len(blocks)
 
 
 def turns(conversation: Conversation) -> list[tuple[int, int]]:
@@ -172,13 +251,14 @@ def generate_conversation(seed: int, level: str) -> Conversation:
     if level not in LEVELS:
         raise ValueError(f"{level!r} is not a level; choose one of {sorted(LEVELS)}")
     spec = LEVELS[level]
-    if spec.n_questions > len(TEMPLATES):
-        raise ValueError(f"{level}: at most {len(TEMPLATES)} questions (one per template)")
+    if spec.n_questions * 2 > len(TEMPLATES):
+        raise ValueError(f"{level}: at most {len(TEMPLATES) // 2} questions")
     rng = np.random.default_rng(seed)
     plans = _plan_questions(rng, spec)
-    events = _place_events(rng, spec, plans)
-    shape = _shape_turns(rng, spec, events, plans)
-    return _Builder(rng, seed, level).build(spec, plans, events, shape)
+    decoys = _plan_decoys(rng, spec, plans)
+    events = _place_events(rng, spec, plans, decoys)
+    shapes = _shape_turns(rng, spec, events)
+    return _Builder(rng, seed, level).build(spec, plans, events, shapes)
 
 
 # --- planning ------------------------------------------------------------------------------
@@ -186,129 +266,243 @@ def generate_conversation(seed: int, level: str) -> Conversation:
 
 @dataclass(frozen=True, slots=True)
 class _Template:
-    """A fact template: "{Owner} {attr} is {value}." about the user ("My") or a named person."""
+    """A fact template: an attribute of the user or of a named person, and its value pool."""
 
     attr: str
     values: tuple[str, ...]
 
 
 @dataclass(slots=True)
-class _QuestionPlan:
+class _Fact:
+    """One fact a question asks about."""
+
     template: _Template
     owner: str
     """"" for the user, else a first name."""
     value: str
-    """The planted value; the answer unless `update` is set."""
-    update: str | None
-    distractor: tuple[str, str] | None
+    """The first value stated; the answer unless `update` is set."""
+    update: str | None = None
+    distractor: tuple[str, str] | None = None
     """(owner, value) of a same-template fact about someone else."""
-    in_tool: bool
-
-    @property
-    def level(self) -> QuestionLevel:
-        if self.update is not None:
-            return "updated"
-        if self.in_tool:
-            return "tool"
-        return "distractor" if self.distractor is not None else "direct"
+    in_tool: bool = False
 
     @property
     def answer_value(self) -> str:
         return self.update if self.update is not None else self.value
 
 
-EventKind = Literal["fact", "update", "distractor", "question"]
+@dataclass(slots=True)
+class _QuestionPlan:
+    facts: list[_Fact]
+
+    @property
+    def level(self) -> QuestionLevel:
+        if len(self.facts) > 1:
+            return "two_fact"
+        fact = self.facts[0]
+        if fact.update is not None:
+            return "updated"
+        if fact.in_tool:
+            return "tool"
+        return "distractor" if fact.distractor is not None else "direct"
 
 
-@dataclass(frozen=True, slots=True)
-class _Event:
-    kind: EventKind
-    question: int
-    """Index into the question plans."""
+StmtKind = Literal["fact", "update", "distractor", "decoy"]
+Host = Literal["chat", "notes", "reasoning"]
+
+
+@dataclass(slots=True)
+class _Stmt:
+    """One statement to say at some turn."""
+
+    kind: StmtKind
+    owner: str
+    template: _Template
+    value: str
+    question: int = -1
+    """Index of the question plan (fact / update / distractor), -1 for a decoy."""
+    sub: int = 0
+    """Which fact of a two-fact question."""
+    host: Host = "chat"
+
+    @property
+    def key(self) -> str:
+        return f"{self.owner or 'my'}|{self.template.attr}"
+
+
+@dataclass(slots=True)
+class _Events:
+    questions: dict[int, int] = field(default_factory=dict)
+    """Turn → question plan index."""
+    stmts: dict[int, list[_Stmt]] = field(default_factory=dict)
+    """Turn → statements said at that turn."""
+
+
+_MAX_STMTS_PER_TURN = 3
 
 
 def _plan_questions(rng: np.random.Generator, spec: LevelSpec) -> list[_QuestionPlan]:
-    chosen = rng.choice(len(TEMPLATES), size=spec.n_questions, replace=False)
+    order = [int(t) for t in rng.permutation(len(TEMPLATES))]
     names = [str(n) for n in rng.permutation(OWNER_NAMES)]
     plans: list[_QuestionPlan] = []
-    for t in chosen:
-        template = TEMPLATES[int(t)]
-        values = [str(v) for v in rng.permutation(template.values)]
-        owner = "" if rng.random() < 0.5 else names.pop()
-        update = values[1] if rng.random() < spec.p_update else None
-        other = names.pop() if owner == "" or rng.random() < 0.5 else ""
-        distractor = (other, values[2]) if rng.random() < spec.p_distractor else None
-        in_tool = update is None and rng.random() < spec.p_tool_fact
-        plans.append(_QuestionPlan(template, owner, values[0], update, distractor, in_tool))
-    _promise(rng, plans, spec)
+    twos = [bool(x) for x in rng.random(spec.n_questions) < spec.p_two_fact]
+    if spec.p_two_fact > 0 and not any(twos):  # a level with two-fact questions has one
+        twos[int(rng.integers(spec.n_questions))] = True
+    while sum(twos) > max(1, spec.n_questions - 3):  # room for an update, a tool fact, ...
+        twos[[i for i, t in enumerate(twos) if t][int(rng.integers(sum(twos)))]] = False
+    for two in twos:
+        facts = []
+        for sub in range(2 if two else 1):
+            template = TEMPLATES[order.pop()]
+            values = [str(v) for v in rng.permutation(template.values)]
+            owner = "" if rng.random() < 0.5 else names.pop()
+            fact = _Fact(template, owner, values[0])
+            if sub == 0 and not two:
+                fact.update = values[1] if rng.random() < spec.p_update else None
+                if rng.random() < spec.p_distractor:
+                    other = names.pop() if owner == "" or rng.random() < 0.5 else ""
+                    fact.distractor = (other, values[2])
+                fact.in_tool = fact.update is None and rng.random() < spec.p_tool_fact
+            facts.append(fact)
+        plans.append(_QuestionPlan(facts))
+    _promise(rng, plans, spec, names)
     return plans
 
 
-def _promise(rng: np.random.Generator, plans: list[_QuestionPlan], spec: LevelSpec) -> None:
+def _promise(
+    rng: np.random.Generator, plans: list[_QuestionPlan], spec: LevelSpec, names: list[str]
+) -> None:
+    # (two-fact questions are promised in `_plan_questions`)
     """A level with a positive probability of a question kind has at least one of it."""
-    if spec.p_update > 0 and not any(p.update is not None for p in plans):
-        plain = [p for p in plans if not p.in_tool] or plans
+    singles = [p for p in plans if len(p.facts) == 1]
+    facts = [p.facts[0] for p in singles]
+    if not facts:
+        return
+    if spec.p_update > 0 and not any(f.update is not None for f in facts):
+        plain = [f for f in facts if not f.in_tool] or facts
         target = plain[int(rng.integers(len(plain)))]
         target.in_tool = False
         taken = {target.value, target.distractor[1] if target.distractor else ""}
         target.update = next(v for v in target.template.values if v not in taken)
-    if spec.p_tool_fact > 0 and not any(p.in_tool for p in plans):
-        plain = [p for p in plans if p.update is None] or plans
+    if spec.p_tool_fact > 0 and not any(f.in_tool for f in facts):
+        plain = [f for f in facts if f.update is None] or facts
         target = plain[int(rng.integers(len(plain)))]
         target.update = None  # only when every question was updated: the others still are
         target.in_tool = True
-    if spec.p_distractor > 0 and not any(p.distractor is not None for p in plans):
-        target = plans[int(rng.integers(len(plans)))]
-        used = {p.owner for p in plans}
-        other = next(n for n in OWNER_NAMES if n not in used) if target.owner == "" else ""
+    if spec.p_distractor > 0 and not any(f.distractor is not None for f in facts):
+        target = facts[int(rng.integers(len(facts)))]
+        other = names.pop() if target.owner == "" else ""
         taken = {target.value, target.update}
         target.distractor = (other, next(v for v in target.template.values if v not in taken))
 
 
+def _plan_decoys(
+    rng: np.random.Generator, spec: LevelSpec, plans: Sequence[_QuestionPlan]
+) -> list[_Stmt]:
+    """`spec.n_decoys` statements nobody asks about: distinct keys, never an asked key, and
+    never a value an asked question could accept."""
+    keys = {f"{f.owner or 'my'}|{f.template.attr}" for p in plans for f in p.facts}
+    keys |= {
+        f"{f.distractor[0] or 'my'}|{f.template.attr}"
+        for p in plans
+        for f in p.facts
+        if f.distractor is not None
+    }
+    accepted = {f.answer_value for p in plans for f in p.facts}
+    decoys: list[_Stmt] = []
+    while len(decoys) < spec.n_decoys:
+        template = TEMPLATES[int(rng.integers(len(TEMPLATES)))]
+        owner = "" if rng.random() < 0.4 else OWNER_NAMES[int(rng.integers(len(OWNER_NAMES)))]
+        key = f"{owner or 'my'}|{template.attr}"
+        values = [v for v in template.values if v not in accepted]
+        if key in keys or not values:
+            continue
+        keys.add(key)
+        value = values[int(rng.integers(len(values)))]
+        decoys.append(_Stmt("decoy", owner, template, value))
+    return decoys
+
+
 def _place_events(
-    rng: np.random.Generator, spec: LevelSpec, plans: list[_QuestionPlan]
-) -> dict[int, _Event]:
-    """Turn index → the planted item of that turn (at most one per turn; turn 0 greets)."""
+    rng: np.random.Generator,
+    spec: LevelSpec,
+    plans: list[_QuestionPlan],
+    decoys: list[_Stmt],
+) -> _Events:
+    """Which turn asks which question and which statements each turn says (turn 0 greets)."""
     gap = spec.min_gap_turns
     for _attempt in range(200):
-        taken: dict[int, _Event] = {}
+        ev = _Events()
 
-        def free(lo: int, hi: int, taken: dict[int, _Event] = taken) -> list[int]:
-            return [t for t in range(max(lo, 1), hi + 1) if t not in taken]
+        def room(lo: int, hi: int, ev: _Events = ev) -> list[int]:
+            return [
+                t
+                for t in range(max(lo, 1), hi + 1)
+                if t not in ev.questions and len(ev.stmts.get(t, [])) < _MAX_STMTS_PER_TURN
+            ]
+
+        def put(t: int, stmt: _Stmt, ev: _Events = ev) -> None:
+            ev.stmts.setdefault(t, []).append(stmt)
 
         ok = True
         for q in rng.permutation(len(plans)):
             plan = plans[int(q)]
-            need_before = 2 if plan.update is not None else 1
-            q_turns = free(gap + need_before, spec.n_turns - 1)
+            need_before = 2 if any(f.update is not None for f in plan.facts) else 1
+            q_turns = [t for t in room(gap + need_before, spec.n_turns - 1) if t not in ev.stmts]
             if not q_turns:
                 ok = False
                 break
             q_turn = q_turns[int(rng.integers(len(q_turns)))]
-            anchors = free(need_before, q_turn - gap)
-            if not anchors:
+            ev.questions[q_turn] = int(q)
+            near = rng.random() < spec.p_near
+            for sub, fact in enumerate(plan.facts):
+                if near:
+                    anchors = room(max(need_before, q_turn - spec.near_turns), q_turn - 1)
+                else:
+                    anchors = room(need_before, q_turn - gap)
+                if not anchors:
+                    ok = False
+                    break
+                anchor = anchors[int(rng.integers(len(anchors)))]
+                host: Host = "notes" if fact.in_tool else "chat"
+                if fact.update is not None:
+                    firsts = room(1, anchor - 1)
+                    if not firsts:
+                        ok = False
+                        break
+                    put(anchor, _Stmt("update", fact.owner, fact.template, fact.update, int(q)))
+                    fact_turn = firsts[int(rng.integers(len(firsts)))]
+                else:
+                    fact_turn = anchor
+                put(
+                    fact_turn,
+                    _Stmt("fact", fact.owner, fact.template, fact.value, int(q), sub, host),
+                )
+                if fact.distractor is not None:
+                    spots = room(1, q_turn - 1)
+                    if not spots:
+                        ok = False
+                        break
+                    owner, value = fact.distractor
+                    put(
+                        spots[int(rng.integers(len(spots)))],
+                        _Stmt("distractor", owner, fact.template, value, int(q), sub),
+                    )
+            if not ok:
+                break
+        if not ok:
+            continue
+        for decoy in decoys:
+            spots = room(1, spec.n_turns - 1)
+            if not spots:
                 ok = False
                 break
-            anchor = anchors[int(rng.integers(len(anchors)))]
-            taken[q_turn] = _Event("question", int(q))
-            if plan.update is not None:
-                firsts = free(1, anchor - 1)
-                if not firsts:
-                    ok = False
-                    break
-                taken[anchor] = _Event("update", int(q))
-                fact_turn = firsts[int(rng.integers(len(firsts)))]
-            else:
-                fact_turn = anchor
-            taken[fact_turn] = _Event("fact", int(q))
-            if plan.distractor is not None:
-                spots = free(fact_turn + 1, q_turn - 1) or free(1, q_turn - 1)
-                if not spots:
-                    ok = False
-                    break
-                taken[spots[int(rng.integers(len(spots)))]] = _Event("distractor", int(q))
+            put(
+                spots[int(rng.integers(len(spots)))],
+                _Stmt(decoy.kind, decoy.owner, decoy.template, decoy.value),
+            )
         if ok:
-            return taken
+            return ev
     raise AssertionError(f"could not place {len(plans)} questions in {spec.n_turns} turns")
 
 
@@ -320,35 +514,58 @@ class _TurnShape:
     reasoning: bool = False
     tools: int = 0
     """Tool outputs between the user message and the reply (0–2)."""
+    notes: bool = False
+    """The first tool output is a notes file (it holds the turn's `notes` statements)."""
 
 
 _P_TOOL_EXTRA = 0.55
 """Share of the free extra messages that are tool outputs rather than reasoning spans."""
 _MAX_TOOLS_PER_TURN = 2
+_P_HOST_NOTES = 0.3
+"""Chance that a statement not bound to a host is a line of a notes file (if a tool is free)."""
+_P_HOST_REASONING = 0.2
+"""Chance that such a statement is said in the assistant's reasoning instead."""
 
 
-def _shape_turns(
-    rng: np.random.Generator,
-    spec: LevelSpec,
-    events: Mapping[int, _Event],
-    plans: Sequence[_QuestionPlan],
-) -> list[_TurnShape]:
-    """Which turns are small talk, and where the reasoning spans and tool outputs go: exactly
-    `spec.n_extra` of them, starting with the one tool output of every tool-fact turn."""
+def _shape_turns(rng: np.random.Generator, spec: LevelSpec, events: _Events) -> list[_TurnShape]:
+    """Which turns are small talk, where the reasoning spans and tool outputs go (exactly
+    `spec.n_extra` of them), and which host says each statement."""
     shapes = [_TurnShape() for _ in range(spec.n_turns)]
-    tool_fact_turns = {
-        t for t, e in events.items() if e.kind == "fact" and plans[e.question].in_tool
-    }
+    extra = spec.n_extra
     for t in range(1, spec.n_turns):
-        if t not in events and rng.random() < spec.p_chitchat:
+        if t not in events.questions and t not in events.stmts and rng.random() < spec.p_chitchat:
             shapes[t].chitchat = True
-    for t in tool_fact_turns:
-        shapes[t].tools = 1
-    for _ in range(spec.n_extra - len(tool_fact_turns)):
+    for t, stmts in sorted(events.stmts.items()):
+        if any(s.host == "notes" for s in stmts):
+            shapes[t].notes, shapes[t].tools = True, 1
+            extra -= 1
+    for t, stmts in sorted(events.stmts.items()):
+        for s in stmts:
+            if s.host != "chat":
+                continue
+            draw = rng.random()
+            asked = s.kind in ("fact", "update")  # an asked fact in a notes file is a `tool` one
+            if (
+                draw < _P_HOST_NOTES
+                and not asked
+                and (shapes[t].notes or (extra > 0 and shapes[t].tools == 0))
+            ):
+                if not shapes[t].notes:
+                    shapes[t].notes, shapes[t].tools = True, 1
+                    extra -= 1
+                s.host = "notes"
+            elif draw < _P_HOST_NOTES + _P_HOST_REASONING and (shapes[t].reasoning or extra > 0):
+                if not shapes[t].reasoning:
+                    shapes[t].reasoning = True
+                    extra -= 1
+                s.host = "reasoning"
+    assert extra >= 0, "more statement hosts than extra messages"
+    for _ in range(extra):
         tool_turns = [
             t
             for t in range(1, spec.n_turns)
-            if (t in tool_fact_turns or (t not in events and not shapes[t].chitchat))
+            if t not in events.questions
+            and not shapes[t].chitchat
             and shapes[t].tools < _MAX_TOOLS_PER_TURN
         ]
         reasoning_turns = [t for t in range(1, spec.n_turns) if not shapes[t].reasoning]
@@ -364,7 +581,7 @@ def _shape_turns(
 
 
 class _ToolKind(enum.Enum):
-    """What a tool output shows; `NOTES` is the notes file that carries a tool fact."""
+    """What a tool output shows; `NOTES` is the notes file that carries statements."""
 
     SEARCH = 0
     LISTING = 1
@@ -435,10 +652,6 @@ def _fill_parts(
     return parts
 
 
-def _owner_fact(owner: str) -> str:
-    return "My" if owner == "" else f"{owner}'s"
-
-
 def _owner_question(owner: str) -> str:
     return "my" if owner == "" else f"{owner}'s"
 
@@ -447,8 +660,26 @@ def _owner_answer(owner: str) -> str:
     return "your" if owner == "" else f"{owner}'s"
 
 
-def _fact_sentence(template: _Template, owner: str, value: str) -> str:
-    return f"{_owner_fact(owner)} {template.attr} is {value}."
+Part = tuple[str, "_Stmt | None"]
+"""A piece of a message's text, and the statement it is (None for filler)."""
+
+
+def _join(parts: Sequence[Part], sep: str) -> tuple[str, list[tuple[_Stmt, int, int]]]:
+    """The joined text and each statement's character span in it."""
+    text, spans = "", []
+    for i, (piece, stmt) in enumerate(parts):
+        if i:
+            text += sep
+        if stmt is not None:
+            spans.append((stmt, len(text), len(text) + len(piece)))
+        text += piece
+    return text, spans
+
+
+def _insert(rng: np.random.Generator, parts: list[Part], items: Sequence[Part], lo: int) -> None:
+    """Insert `items` at random positions of `parts`, none before index `lo`."""
+    for item in items:
+        parts.insert(int(rng.integers(lo, len(parts) + 1)), item)
 
 
 class _Builder:
@@ -462,134 +693,185 @@ class _Builder:
         self.decks: dict[str, _Deck] = {}
         self.introduced: set[str] = set()
         """Topics the user has brought up so far."""
+        self.spans: list[tuple[_Stmt, FactSpan]] = []
+        self.pools = _entity_pools()
+        self.asked_keys: set[str] = set()
+        """Keys of asked facts: attribute filler never names them (it would tie the fact)."""
 
     def deck(self, key: str, items: Sequence[str]) -> _Deck:
         if key not in self.decks:
             self.decks[key] = _Deck(self.rng, items)
         return self.decks[key]
 
-    def add(self, role: Role, kind: Kind, text: str) -> int:
+    def add(
+        self, role: Role, kind: Kind, text: str, spans: Sequence[tuple[_Stmt, int, int]] = ()
+    ) -> int:
         index = len(self.messages)
-        self.messages.append(Message(index, role, kind, text, max(1, count_tokens(text))))
+        keys = tuple(dict.fromkeys(s.key for s, _, _ in spans))
+        self.messages.append(Message(index, role, kind, text, max(1, count_tokens(text)), keys))
+        self.spans.extend((s, FactSpan(index, a, b)) for s, a, b in spans)
         return index
+
+    def say(self, stmt: _Stmt, where: Host) -> str:
+        return statement(self.rng, where, stmt.owner, stmt.template.attr, stmt.value)
 
     def build(
         self,
         spec: LevelSpec,
         plans: Sequence[_QuestionPlan],
-        events: Mapping[int, _Event],
+        events: _Events,
         shapes: Sequence[_TurnShape],
     ) -> Conversation:
         rng = self.rng
+        self.asked_keys = {f"{f.owner or 'my'}|{f.template.attr}" for p in plans for f in p.facts}
         n_topics = 2 if spec.n_turns < 30 else 3
         topics = [TOPICS[int(i)] for i in rng.choice(len(TOPICS), size=n_topics, replace=False)]
         self.add("system", "system", SYSTEM_PROMPT)
-        answer_at: dict[int, int] = {}
         asked: dict[int, tuple[int, str]] = {}
         for t, shape in enumerate(shapes):
             topic = topics[t * n_topics // spec.n_turns]
-            event = events.get(t)
-            plan = plans[event.question] if event is not None else None
-            tool_fact = event is not None and event.kind == "fact" and plans[event.question].in_tool
-            tools = [_ToolKind.NOTES] if tool_fact else []
+            stmts = events.stmts.get(t, [])
+            q = events.questions.get(t)
+            tools = [_ToolKind.NOTES] if shape.notes else []
             tools += [_ToolKind(int(rng.integers(3))) for _ in range(shape.tools - len(tools))]
             if t == 0:
                 user = f"{self.deck('greet', GREETINGS).draw()} {topic.intro}"
                 self.introduced.add(topic.key)
                 self.add("user", "chat", user)
-            elif event is None or tool_fact:
-                self.add("user", *self.user_chat(topic, shape, tools))
+            elif q is not None:
+                sentence = self.question_sentence(plans[q])
+                lead = self.deck("qlead", QUESTION_LEADS).draw()
+                index = self.add("user", "question", f"{lead} {sentence}")
+                asked[q] = (index, sentence)
             else:
-                assert plan is not None
-                if event.kind == "question":
-                    sentence = self.question_sentence(plan)
-                    lead = self.deck("qlead", QUESTION_LEADS).draw()
-                    index = self.add("user", "question", f"{lead} {sentence}")
-                    asked[event.question] = (index, sentence)
-                else:
-                    index = self.add("user", "fact", self.fact_message(event.kind, plan))
-                    if event.kind in ("fact", "update"):
-                        answer_at[event.question] = index
+                said = [s for s in stmts if s.host == "chat"]
+                self.user_chat(topic, spec, shape, tools, said)
             if shape.reasoning:
-                self.add("assistant", "reasoning", self.reasoning(topic, event, tool_fact))
+                said = [s for s in stmts if s.host == "reasoning"]
+                self.reasoning(topic, q is not None, said)
             for tool in tools:
                 if tool is _ToolKind.NOTES:
-                    assert plan is not None and event is not None
-                    answer_at[event.question] = self.add("tool", "tool_output", self.notes(plan))
+                    self.notes([s for s in stmts if s.host == "notes"])
                 else:
                     self.add("tool", "tool_output", self.tool_output(topic, tool))
-            self.add("assistant", *self.reply(topic, shape, event, tool_fact))
-        questions = tuple(
-            Question(
-                message_index=asked[q][0],
-                fact_index=answer_at[q],
-                text=asked[q][1],
-                answer=f"{_owner_answer(p.owner)} {p.template.attr} is {p.answer_value}",
-                level=p.level,
-            )
-            for q, p in sorted(enumerate(plans), key=lambda qp: asked[qp[0]][0])
-        )
+            self.add("assistant", *self.reply(topic, shape, q is not None))
         assert len(self.messages) == spec.n_messages, "turn shapes disagree with n_messages"
-        return Conversation(self.seed, self.level, tuple(self.messages), questions)
+        return Conversation(
+            self.seed,
+            self.level,
+            tuple(self.messages),
+            self.questions(plans, asked),
+            tuple(span for _, span in self.spans),
+        )
+
+    def questions(
+        self, plans: Sequence[_QuestionPlan], asked: Mapping[int, tuple[int, str]]
+    ) -> tuple[Question, ...]:
+        out = []
+        for q, plan in sorted(enumerate(plans), key=lambda qp: asked[qp[0]][0]):
+            facts = []
+            for sub, fact in enumerate(plan.facts):
+                kind = "update" if fact.update is not None else "fact"
+                (span,) = [
+                    sp
+                    for s, sp in self.spans
+                    if s.question == q and s.sub == sub and s.kind == kind
+                ]
+                facts.append(span)
+            answer = " and ".join(
+                f"{_owner_answer(f.owner)} {f.template.attr} is {f.answer_value}"
+                for f in plan.facts
+            )
+            out.append(
+                Question(
+                    message_index=asked[q][0],
+                    fact_index=facts[0].message_index,
+                    text=asked[q][1],
+                    answer=answer,
+                    level=plan.level,
+                    values=tuple(f.answer_value for f in plan.facts),
+                    candidates=tuple(
+                        dict.fromkeys(v for f in plan.facts for v in f.template.values)
+                    ),
+                    facts=tuple(facts),
+                )
+            )
+        return tuple(out)
 
     # -- user messages
 
     def user_chat(
-        self, topic: _Topic, shape: _TurnShape, tools: Sequence[_ToolKind]
-    ) -> tuple[Kind, str]:
-        if shape.chitchat:
-            return "chitchat", _fill(self.deck("chit_user", CHITCHAT_USER), 10, 40, self.rng)
-        text = _fill(self.deck(f"{topic.key}_user", topic.user), 10, 50, self.rng)
+        self,
+        topic: _Topic,
+        spec: LevelSpec,
+        shape: _TurnShape,
+        tools: Sequence[_ToolKind],
+        said: Sequence[_Stmt],
+    ) -> None:
+        rng = self.rng
+        if shape.chitchat and not said:
+            text = _fill(self.deck("chit_user", CHITCHAT_USER), 10, 40, rng)
+            self.add("user", "chitchat", text)
+            return
+        draw = self.deck(f"{topic.key}_user", topic.user).fresh()
+        parts: list[Part] = [(p, None) for p in _fill_parts([], draw, 10, 50, rng, " ")]
+        extra: list[Part] = []
+        if rng.random() < spec.p_entity:
+            extra.append((entity_sentence(rng, self.pools), None))
+        if rng.random() < spec.p_attribute:
+            template = TEMPLATES[int(rng.integers(len(TEMPLATES)))]
+            owner = "" if rng.random() < 0.5 else OWNER_NAMES[int(rng.integers(len(OWNER_NAMES)))]
+            name = OWNER_NAMES[int(rng.integers(len(OWNER_NAMES)))]
+            if f"{owner or 'my'}|{template.attr}" not in self.asked_keys:
+                extra.append((attribute_sentence(rng, owner, template.attr, name), None))
+        extra += [(self.say(s, "chat"), s) for s in said]
+        order = [int(i) for i in rng.permutation(len(extra))]
+        _insert(rng, parts, [extra[i] for i in order], 0)
         if topic.key not in self.introduced:
             self.introduced.add(topic.key)
-            text = f"{self.deck('switch', TOPIC_SWITCHES).draw()} {topic.intro} {text}"
+            switch = self.deck("switch", TOPIC_SWITCHES).draw()
+            parts.insert(0, (f"{switch} {topic.intro}", None))
         if tools:
             request = self.deck(f"ask_{tools[0].name}", TOOL_REQUESTS[tools[0]]).draw()
-            text = f"{text} {request}"
-        return "chat", text
-
-    def fact_message(self, kind: EventKind, plan: _QuestionPlan) -> str:
-        rng = self.rng
-        if kind == "update":
-            assert plan.update is not None
-            lead = self.deck("update_lead", UPDATE_LEADS).draw()
-            return f"{lead} {_fact_sentence(plan.template, plan.owner, plan.update)}"
-        if kind == "distractor":
-            assert plan.distractor is not None
-            owner, value = plan.distractor
-        else:
-            owner, value = plan.owner, plan.value
-        parts = [self.deck("fact_lead", FACT_LEADS).draw()]
-        parts.append(_fact_sentence(plan.template, owner, value))
-        if rng.random() < 0.5:
-            parts.append(self.deck("fact_tail", FACT_TAILS).draw())
-        return " ".join(parts)
+            parts.append((request, None))
+        text, spans = _join(parts, " ")
+        self.add("user", "fact" if said else "chat", text, spans)
 
     def question_sentence(self, plan: _QuestionPlan) -> str:
+        if len(plan.facts) == 2:
+            a, b = plan.facts
+            form = self.deck("qform2", TWO_FACT_FORMS).draw()
+            return form.format(
+                o1=_owner_question(a.owner),
+                a1=a.template.attr,
+                o2=_owner_question(b.owner),
+                a2=b.template.attr,
+            )
         form = self.deck("qform", QUESTION_FORMS).draw()
-        return form.format(owner=_owner_question(plan.owner), attr=plan.template.attr)
+        fact = plan.facts[0]
+        return form.format(owner=_owner_question(fact.owner), attr=fact.template.attr)
 
     # -- assistant and tool messages
 
-    def reasoning(self, topic: _Topic, event: _Event | None, tool_fact: bool) -> str:
-        if event is not None and event.kind == "question":
-            return self.deck("reason_q", REASONING_QUESTION).draw()
-        if event is not None and not tool_fact:
-            return self.deck("reason_note", REASONING_NOTE).draw()
-        return _fill(self.deck(f"{topic.key}_reason", topic.reasoning), 20, 100, self.rng)
-
-    def reply(
-        self, topic: _Topic, shape: _TurnShape, event: _Event | None, tool_fact: bool
-    ) -> tuple[Kind, str]:
+    def reasoning(self, topic: _Topic, question: bool, said: Sequence[_Stmt]) -> None:
         rng = self.rng
-        if event is not None and event.kind == "question":
+        if question and not said:
+            self.add("assistant", "reasoning", self.deck("reason_q", REASONING_QUESTION).draw())
+            return
+        draw = self.deck(f"{topic.key}_reason", topic.reasoning).fresh()
+        parts: list[Part] = [(p, None) for p in _fill_parts([], draw, 20, 100, rng, " ")]
+        _insert(rng, parts, [(self.say(s, "reasoning"), s) for s in said], 0)
+        text, spans = _join(parts, " ")
+        self.add("assistant", "reasoning", text, spans)
+
+    def reply(self, topic: _Topic, shape: _TurnShape, question: bool) -> tuple[Kind, str]:
+        rng = self.rng
+        if question:
             return "chat", self.deck("lookback", LOOK_BACK_REPLIES).draw()
-        if event is not None and not tool_fact:
-            return "chat", self.deck("ack", ACK_REPLIES).draw()
         if shape.chitchat:
             return "chitchat", _fill(self.deck("chit_asst", CHITCHAT_ASSISTANT), 10, 50, rng)
         prefix = ""
-        if tool_fact:
+        if shape.notes:
             prefix = self.deck("notes_done", NOTES_REPLIES).draw()
         elif shape.tools:
             prefix = self.deck("tool_done", TOOL_REPLIES).draw()
@@ -597,22 +879,21 @@ class _Builder:
         body = _fill(self.deck(f"{topic.key}_asst", topic.assistant), 20, room, rng)
         return "chat", f"{prefix} {body}".strip()
 
-    def notes(self, plan: _QuestionPlan) -> str:
-        """A notes file that holds the fact as one of its lines."""
+    def notes(self, said: Sequence[_Stmt]) -> None:
+        """A notes file; the turn's `notes` statements are lines of it, among to-do lines."""
         rng = self.rng
         path, title = NOTES_FILES[int(rng.integers(len(NOTES_FILES)))]
-        fact = f"- {_fact_sentence(plan.template, plan.owner, plan.value)}"
         fresh = self.deck("note_line", NOTE_LINES).fresh()
 
         def line() -> str | None:
             note = fresh()
             return None if note is None else f"- {note}"
 
-        head = [f"$ cat {path}", f"# {title}", fact]
-        lines = _fill_parts(head, line, 60, 180, rng, "\n")
-        lines.pop(2)  # the fact goes to a random line below the title
-        lines.insert(2 + int(rng.integers(len(lines) - 1)), fact)
-        return "\n".join(lines)
+        head = [f"$ cat {path}", f"# {title}"]
+        parts: list[Part] = [(p, None) for p in _fill_parts(head, line, 40, 150, rng, "\n")]
+        _insert(rng, parts, [(self.say(s, "notes"), s) for s in said], 2)
+        text, spans = _join(parts, "\n")
+        self.add("tool", "tool_output", text, spans)
 
     def tool_output(self, topic: _Topic, kind: _ToolKind) -> str:
         if kind is _ToolKind.SEARCH:
@@ -672,6 +953,29 @@ class _Builder:
         return "\n".join(_fill_parts(head, line, *_TOOL_TOKENS, rng, "\n"))
 
 
+def _entity_pools() -> dict[str, tuple[str, ...]]:
+    """Slot values of `wording.ENTITY_FILLER`, from the same pools as facts' values."""
+    by_attr = {t.attr: t.values for t in TEMPLATES}
+    codes = (
+        by_attr["locker code"]
+        + by_attr["hotel room number"]
+        + by_attr["library card number"]
+        + by_attr["gym membership number"]
+        + by_attr["parking spot"]
+        + by_attr["trip budget"]
+    )
+    return {
+        "n": OWNER_NAMES,
+        "m": by_attr["manager's name"] + by_attr["emergency contact"],
+        "d": by_attr["birthday"] + by_attr["wedding anniversary"],
+        "t": ("9:30", "noon", "4:15 pm", "11 am", "half past three"),
+        "x": codes,
+        "r": by_attr["favourite restaurant"],
+        "c": by_attr["hometown"],
+        "k": by_attr["project codename"] + by_attr["favourite band"],
+    }
+
+
 _TOOL_TOKENS = (60, 250)
 """Length range of a tool output, in tokens."""
 _CHAT_TOKENS = (10, 120)
@@ -679,8 +983,8 @@ _CHAT_TOKENS = (10, 120)
 
 
 # --- text pools ----------------------------------------------------------------------------
-# Filler text avoids the attribute words of the fact templates, so that only planted facts
-# (and their distractors) fully match a question.
+# Topic filler avoids the attribute words of the fact templates; `wording.ATTRIBUTE_FILLER`
+# names them on purpose, without values.
 
 
 @dataclass(frozen=True, slots=True)
@@ -800,40 +1104,16 @@ GREETINGS: tuple[str, ...] = (
     "Hi, I could use a hand today.",
 )
 
-FACT_LEADS: tuple[str, ...] = (
-    "Before I forget, let me jot something down here.",
-    "Unrelated, but I want this written down somewhere.",
-    "Small thing to keep in mind for later.",
-    "Putting this here so it doesn't get lost.",
-    "One more detail while I think of it.",
-    "Random aside before we continue.",
-    "Just so it's on record somewhere.",
-)
-FACT_TAILS: tuple[str, ...] = (
-    "Anyway, back to the main thing.",
-    "No need to do anything with it right now.",
-    "Okay, let's continue.",
-    "That's all, carry on.",
-)
-UPDATE_LEADS: tuple[str, ...] = (
-    "Correction to something from before, it changed.",
-    "Scratch what I told you earlier, there was a change.",
-    "Quick update on an earlier detail, the old one is wrong now.",
-    "Actually, I have to correct myself on something.",
-)
-ACK_REPLIES: tuple[str, ...] = (
-    "Noted, I'll keep that in mind.",
-    "Got it, thanks for letting me know.",
-    "Understood. Let me know when you want to pick the main task back up.",
-    "Thanks, I've made a mental note of that.",
-    "Okay, noted. Shall we continue where we left off?",
-)
 QUESTION_LEADS: tuple[str, ...] = (
     "Okay, different thing.",
     "Quick question before we move on.",
     "I need something from earlier.",
     "Sorry, my memory is terrible today.",
     "Hold on, something just came up.",
+)
+TWO_FACT_FORMS: tuple[str, ...] = (
+    "What are {o1} {a1} and {o2} {a2}?",
+    "Can you tell me {o1} {a1} and {o2} {a2}?",
 )
 QUESTION_FORMS: tuple[str, ...] = (
     "What is {owner} {attr}?",
@@ -855,6 +1135,7 @@ REASONING_QUESTION: tuple[str, ...] = (
 )
 NOTES_REPLIES: tuple[str, ...] = (
     "I've opened the notes file; its contents are above.",
+    "That's the file as it is saved.",
     "Here are your notes as they are saved.",
     "The notes file is printed above, unchanged.",
 )
@@ -910,13 +1191,6 @@ TOPIC_SWITCHES: tuple[str, ...] = (
     "Different topic now.",
     "Okay, switching to something else.",
     "Let's move on to the other thing on my list.",
-)
-REASONING_NOTE: tuple[str, ...] = (
-    "The user is sharing a personal detail that has nothing to do with the current task. "
-    "I should acknowledge it briefly and not dwell on it.",
-    "This is an aside rather than a request. A short acknowledgement is enough, then I can "
-    "return to the main topic when the user is ready.",
-    "Nothing to do here except confirm that I saw it.",
 )
 TOOL_REPLIES: tuple[str, ...] = (
     "Here's what came back.",

@@ -26,9 +26,9 @@ message with the next index, so conversation message `i` has cache index
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -39,7 +39,8 @@ from .conversation import LEVELS
 from .scoring import rouge_l
 from .tokenizer import count_tokens, tokenize
 from .tracker import ContextTracker
-from .types import BLOCK_SIZE, BlocksRemoved, Conversation, Message, Question
+from .types import BLOCK_SIZE, BlocksRemoved, Conversation, FactSpan, Message, Question
+from .values import VERDICT_SCORES, judge_answer, person_normalised
 
 MessageState = Literal["resident", "partial", "evicted"]
 RECALL_K = 1
@@ -80,11 +81,16 @@ class QuestionResult:
     answer: str
     reference: str
     rouge_l: float
+    """ROUGE-L F of the answer against the key, first/second person normalised (a metric)."""
     fact_visible: bool
-    """Whether every token of the answer-bearing message was visible when asked."""
+    """Whether every token of each answer-bearing statement was visible when asked (in its
+    message, or in a resident recalled copy)."""
     value_correct: bool
-    """Whether the answer contains the key's value (the part after its last " is "): ROUGE-L
-    gives a distractor's or a stale value most of the credit, this does not."""
+    """Whether the verdict is `correct`."""
+    verdict: str = "abstain"
+    """`correct`, `abstain` or `wrong` (`values.judge_answer`)."""
+    score: float = 0.0
+    """The answer term of this question (`values.VERDICT_SCORES`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,9 @@ class ContextRecord:
     recalled_tokens: int
     invalid_actions: int
     archived_turns: int
+    lean_blocks: tuple[int, ...] = ()
+    """Per turn, the blocks a lean oracle holds: the system prompt, the answer-bearing
+    statements still to be asked, and the newest message (the memory reference)."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -123,6 +132,8 @@ class ContextRecord:
                     "rouge_l": q.rouge_l,
                     "fact_visible": q.fact_visible,
                     "value_correct": q.value_correct,
+                    "verdict": q.verdict,
+                    "score": q.score,
                 }
                 for q in self.questions
             ],
@@ -135,6 +146,7 @@ class ContextRecord:
             "recalled_tokens": self.recalled_tokens,
             "invalid_actions": self.invalid_actions,
             "archived_turns": self.archived_turns,
+            "lean_blocks": list(self.lean_blocks),
         }
 
     @classmethod
@@ -143,18 +155,17 @@ class ContextRecord:
         raw = dict(data)
         questions = tuple(QuestionResult(**q) for q in raw.pop("questions"))  # type: ignore[arg-type,union-attr]
         active = tuple(raw.pop("active_blocks"))  # type: ignore[arg-type]
-        return cls(questions=questions, active_blocks=active, **raw)  # type: ignore[arg-type]
+        lean = tuple(raw.pop("lean_blocks", ()))  # type: ignore[arg-type]
+        return cls(questions=questions, active_blocks=active, lean_blocks=lean, **raw)  # type: ignore[arg-type]
 
 
 def answer_has_value(answer: str, reference: str) -> bool:
     """Whether `answer` names the value of the answer key `reference` ("... is VALUE") as
     whole words, ignoring case, surrounding punctuation and a leading article ("a double
     espresso" matches "double espresso"; "5120" does not match "512")."""
-    value = reference.rpartition(" is ")[2].strip(" .").lower()
-    value = re.sub(r"^(a|an|the)\s+", "", value)
-    if not value:
-        return False
-    return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", answer.lower()) is not None
+    from .values import names_value
+
+    return names_value(answer, reference.rpartition(" is ")[2])
 
 
 class ActionError(ValueError):
@@ -171,6 +182,7 @@ class _Counters:
     recalled_tokens: int = 0
     invalid_actions: int = 0
     active_blocks: list[int] = field(default_factory=list)
+    lean_blocks: list[int] = field(default_factory=list)
     questions: list[QuestionResult] = field(default_factory=list)
 
 
@@ -204,7 +216,11 @@ class ContextEpisode:
         self._questions = {q.message_index: q for q in conversation.questions}
         self._next = 0
         self._step = 0
-        self._recalled: set[int] = set()
+        self._recalled: dict[int, int] = {}
+        """Archived turn (user index) → cache index of its latest recalled copy."""
+        self._fact_turn: dict[str, int] = {}
+        """Fact key → the turn (user index, cache coordinates) that stated it last."""
+        self._offsets: dict[int, list[int]] = {}
         self._enforced = False
         self._n = _Counters()
         self._arrive()  # the system message
@@ -233,6 +249,45 @@ class ContextEpisode:
     def pending_question(self) -> Question | None:
         """The planted question the new message asks (the reader answers it in `step`)."""
         return self._questions.get(self._next - 1) if not self.done else None
+
+    def token_offset(self, index: int, char: int) -> int:
+        """The token (absolute coordinates) holding character `char` of cache message
+        `index`."""
+        if index not in self._offsets:
+            ends, total = [], 0
+            for piece in tokenize(self.cache.message(index).text):
+                total += len(piece)
+                ends.append(total)
+            self._offsets[index] = ends
+        start, _ = self.cache.message_span(index)
+        return start + bisect_right(self._offsets[index], char)
+
+    def span_blocks(self, fact: FactSpan) -> range:
+        """Blocks holding the statement `fact` (of an arrived message)."""
+        index = self.cache_index[fact.message_index]
+        first = self.token_offset(index, fact.start)
+        last = self.token_offset(index, max(fact.start, fact.end - 1))
+        return range(first // self.block_size, last // self.block_size + 1)
+
+    def future_fact_blocks(self) -> set[int]:
+        """Blocks of the answer-bearing statements of questions not asked yet, the current one
+        included, that have arrived (what the lean oracle keeps; from the answer key alone)."""
+        now = self._next - 1
+        blocks: set[int] = set()
+        for q in self.conversation.questions:
+            if q.message_index < now:
+                continue
+            for fact in q.facts:
+                if fact.message_index in self.cache_index:
+                    blocks.update(self.span_blocks(fact))
+        return blocks
+
+    def lean_blocks(self) -> int:
+        """Blocks the lean oracle holds now: system prompt, `future_fact_blocks`, newest
+        message."""
+        keep = set(self.cache.blocks_of(0)) | self.future_fact_blocks()
+        keep.update(self.cache.blocks_of(self.cache.n_messages - 1))
+        return len(keep)
 
     def future_fact_indices(self) -> set[int]:
         """Cache indices of messages holding answers to questions not asked yet, the current
@@ -305,17 +360,18 @@ class ContextEpisode:
         """Bring the best archived turns for `query` back as new blocks."""
         self._check_actionable()
         self._n.recalls += 1
-        found = [
-            t
-            for t in self.archive.recall(query, k + len(self._recalled))
-            if t.user_index not in self._recalled
-        ][:k]
+        live = {u for u, i in self._recalled.items() if self.cache.fully_resident(i)}
+        found = [t for t in self.archive.recall(query, k + len(live)) if t.user_index not in live][
+            :k
+        ]
         if not found:
             return "recall: no archived turn matches"
         lines = []
         for turn in found:
-            self._recalled.add(turn.user_index)
-            text = f"[recalled turn] User: {turn.user_text}\nAssistant: {turn.assistant_text}"
+            self._recalled[turn.user_index] = self.cache.n_messages
+            head = "[recalled turn, outdated]" if turn.superseded else "[recalled turn]"
+            tool = f"\nTool: {turn.tool_text}" if turn.tool_text else ""
+            text = f"{head} User: {turn.user_text}{tool}\nAssistant: {turn.assistant_text}"
             message = Message(
                 index=self.cache.n_messages,
                 role="user",
@@ -380,7 +436,8 @@ class ContextEpisode:
                 raise ValueError("call enforce() before the reader reads the question")
         self.enforce()
         if question is not None and answer is not None:
-            fact = self.cache_index[question.fact_index]
+            values = question.values or (question.answer.rpartition(" is ")[2],)
+            verdict = judge_answer(answer, values, question.candidates)
             self._n.questions.append(
                 QuestionResult(
                     message_index=question.message_index,
@@ -388,12 +445,15 @@ class ContextEpisode:
                     question=question.text,
                     answer=answer,
                     reference=question.answer,
-                    rouge_l=rouge_l(answer, question.answer),
-                    fact_visible=self.cache.fully_resident(fact),
-                    value_correct=answer_has_value(answer, question.answer),
+                    rouge_l=rouge_l(person_normalised(answer), person_normalised(question.answer)),
+                    fact_visible=self.facts_visible(question),
+                    value_correct=verdict == "correct",
+                    verdict=verdict,
+                    score=VERDICT_SCORES[verdict],
                 )
             )
         self._n.active_blocks.append(self.cache.active_blocks)
+        self._n.lean_blocks.append(self.lean_blocks())
         self._step += 1
         self._enforced = False
         if self.done:
@@ -401,11 +461,39 @@ class ContextEpisode:
         else:
             self._arrive()
 
+    def facts_visible(self, question: Question) -> bool:
+        facts = question.facts or (FactSpan(question.fact_index, 0, 10**9),)
+        for fact in facts:
+            index = self.cache_index[fact.message_index]
+            text = self.cache.message(index).text
+            fact = FactSpan(fact.message_index, fact.start, min(fact.end, len(text)))
+            first = self.token_offset(index, fact.start)
+            last = self.token_offset(index, max(fact.start, fact.end - 1))
+            if all(self.cache.is_active(t // self.block_size) for t in range(first, last + 1)):
+                continue
+            statement = text[fact.start : fact.end]
+            if not any(
+                self.cache.fully_resident(i)
+                and self.cache.message(i).kind == "recalled"
+                and statement in self.cache.message(i).text
+                for i in self._recalled.values()
+            ):
+                return False
+        return True
+
     def _arrive(self) -> None:
         message = self.conversation.messages[self._next]
-        self.cache_index[message.index] = self.cache.n_messages
-        self._append(replace(message, index=self.cache.n_messages))
+        index = self.cache.n_messages
+        self.cache_index[message.index] = index
+        self._append(replace(message, index=index))
         self._next += 1
+        turn = self.tracker.turn_of(index)
+        for key in message.facts:
+            earlier = self._fact_turn.get(key)
+            if earlier is not None and turn is not None and earlier != turn:
+                self.archive.mark_superseded(earlier)
+            if turn is not None:
+                self._fact_turn[key] = turn
 
     def _append(self, message: Message) -> None:
         self.cache.append(message, self._step)
@@ -459,6 +547,7 @@ class ContextEpisode:
             recalled_tokens=self._n.recalled_tokens,
             invalid_actions=self._n.invalid_actions,
             archived_turns=len(self.tracker.archivals),
+            lean_blocks=tuple(self._n.lean_blocks),
         )
 
     def close(self) -> None:

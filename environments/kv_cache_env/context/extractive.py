@@ -8,7 +8,15 @@ at every line break, so tool-output lines are sentences of their own); skip ques
 sentence by how many distinct content stems of the question it contains (lower-cased words,
 stop-words and question-framing words dropped, a light suffix stemmer); the best score wins
 and ties go to the LATEST sentence, so a later update of a fact beats the stale value.
-Possessives such as "my" or "Maria's" are content here: they tell whose locker code is asked.
+Possessives such as "my" or "Maria's" are content here: they tell whose locker code is asked;
+"my", "mine" and "your" are one stem, so the assistant's "your locker code" answers "my locker
+code".
+
+Issue 16 additions: a sentence must share at least two stems with the question (one when the
+question has only one), so a lone "my" picks nothing; a sentence of a recalled turn marked
+outdated (`[recalled turn, outdated]`: a later message restated one of its facts) scores half
+a stem less, so the current value wins a tie; a question joining two asks with " and " ("What
+are my locker code and Maria's flight number?") is answered part by part.
 """
 
 from __future__ import annotations
@@ -38,9 +46,16 @@ _WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
+_FIRST_PERSON = frozenset({"my", "mine", "your"})
+
+
 @lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
-    """A light suffix stemmer: enough that "codes"/"code" and "planned"/"plan" meet."""
+    """A light suffix stemmer: enough that "codes"/"code" and "planned"/"plan" meet; the
+    user's possessive is "my" whoever speaks ("my" from the user, "your" from the
+    assistant)."""
+    if word in _FIRST_PERSON:
+        return "my"
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             word = word[: -len(suffix)]
@@ -60,15 +75,37 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
-def extractive_answer(visible_text: str, question: str) -> str:
-    """The visible sentence sharing the most content stems with `question`; the latest wins a
-    tie. `NO_ANSWER` when no declarative sentence shares any."""
+_SEGMENT = re.compile(r"\n(?=(?:system|user|assistant|tool): )")
+OUTDATED = "[recalled turn, outdated]"
+
+
+def _answer_one(segments: list[tuple[list[str], bool]], question: str) -> str:
     wanted = content_stems(question)
-    best, best_score = NO_ANSWER, 0
-    for sentence in split_sentences(visible_text):
-        if sentence.endswith("?"):
-            continue
-        score = len(wanted & content_stems(sentence))
-        if score > 0 and score >= best_score:
-            best, best_score = sentence, score
+    need = min(2, len(wanted))
+    best, best_score = NO_ANSWER, 0.0
+    for sentences, outdated in segments:
+        for sentence in sentences:
+            if sentence.endswith("?"):
+                continue
+            shared = len(wanted & content_stems(sentence))
+            if shared < max(1, need):
+                continue
+            score = shared - (0.5 if outdated else 0.0)
+            if score >= best_score:
+                best, best_score = sentence, score
     return best
+
+
+def extractive_answer(visible_text: str, question: str) -> str:
+    """The visible sentence sharing the most content stems with `question` (at least two);
+    the latest wins a tie. `NO_ANSWER` when no declarative sentence shares enough. A question
+    asking two things joined by " and " gets one sentence per part."""
+    segments = [
+        (split_sentences(segment), OUTDATED in segment) for segment in _SEGMENT.split(visible_text)
+    ]
+    parts = [p for p in re.split(r"\s+and\s+", question.rstrip(" ?")) if content_stems(p)]
+    if len(parts) == 2 and all(len(content_stems(p)) >= 2 for p in parts):
+        answers = list(dict.fromkeys(_answer_one(segments, p) for p in parts))
+        known = [a for a in answers if a != NO_ANSWER]
+        return " ".join(known) if known else NO_ANSWER
+    return _answer_one(segments, question)

@@ -34,6 +34,11 @@ Generalised (an agent can evict any block, not only the oldest): an assistant in
 is still resident is archived now too. Otherwise the turn would be lost when the user goes
 later, since the assistant would no longer be there to pair with.
 
+Tool outputs (issue 16): a tool message that arrives while a turn waits for its answer belongs
+to that turn and is archived with it (`ArchivedTurn.tool_text`), so a fact read from a file
+can be recalled. It is an extra column of the turn row; the phases above are unchanged (a tool
+message leaving the cache archives nothing by itself).
+
 Guarantee: after every event, and after `flush`, the archived turns are exactly the complete
 turns with at least one message out of context, each archived once. Recalled messages are
 never archived.
@@ -113,6 +118,10 @@ class ContextTracker:
         self.archivals: list[Archival] = []
         """Every turn archived, in archival order."""
         self._archived_users: set[int] = set()
+        self._tools: dict[int, list[int]] = {}
+        """User index → the tool messages of its turn, in order."""
+        self._turn_of: dict[int, int] = {}
+        """Message index → the user index of the turn it belongs to."""
 
     # ------------------------------------------------------------------------- arrivals
 
@@ -132,7 +141,12 @@ class ContextTracker:
             if self._awaiting is not None:
                 log.debug("user message %d superseded, never answered", self._awaiting)
             self._awaiting = message.index
-        elif is_turn_answer(message) and self._awaiting is not None:
+            self._turn_of[message.index] = message.index
+        elif self._awaiting is not None and message.kind != "recalled":
+            self._turn_of[message.index] = self._awaiting
+            if message.role == "tool":
+                self._tools.setdefault(self._awaiting, []).append(message.index)
+        if is_turn_answer(message) and self._awaiting is not None:
             self._answer[self._awaiting] = message.index
             self._question[message.index] = self._awaiting
             self._awaiting = None
@@ -229,8 +243,13 @@ class ContextTracker:
         assert u not in self._archived_users, f"turn {u}->{a} archived twice ({phase})"
         self._archived_users.add(u)
         user, assistant = self._messages[u], self._messages[a]
+        tools = "\n\n".join(self._messages[t].text for t in self._tools.get(u, ()))
         turn = ArchivedTurn(
-            user_index=u, assistant_index=a, user_text=user.text, assistant_text=assistant.text
+            user_index=u,
+            assistant_index=a,
+            user_text=user.text,
+            assistant_text=assistant.text,
+            tool_text=tools,
         )
         self.archivals.append(Archival(turn=turn, step=step, phase=phase))
         if self.sink is not None:
@@ -252,6 +271,11 @@ class ContextTracker:
     def archived(self) -> list[ArchivedTurn]:
         """Every turn archived so far, in archival order."""
         return [a.turn for a in self.archivals]
+
+    def turn_of(self, index: int) -> int | None:
+        """The user index of the turn message `index` belongs to (None: the system message, a
+        recalled message, or a message before any user)."""
+        return self._turn_of.get(index)
 
     def answer_of(self, user_index: int) -> int | None:
         """The assistant message that answered `user_index`, if it has arrived."""

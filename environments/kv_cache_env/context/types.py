@@ -43,6 +43,20 @@ class Message:
     text: str
     n_tokens: int
     """Tokens under the project tokenizer (`context.tokenizer`); at least 1."""
+    facts: tuple[str, ...] = ()
+    """Keys ("owner|attribute") of the facts this message states: generator metadata, like
+    `kind`, never shown to the agent. The archive uses it as its fact index: a turn whose fact
+    is stated again later is marked superseded."""
+
+
+@dataclass(frozen=True, slots=True)
+class FactSpan:
+    """Where one answer-bearing statement sits: characters `[start, end)` of a message's
+    text (the whole statement, owner, attribute and value)."""
+
+    message_index: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +67,15 @@ class Question:
     """The message that planted the answer (the oracle keeps its blocks)."""
     text: str
     answer: str
-    """The answer key: ROUGE-L reference."""
+    """The answer key sentence: ROUGE-L reference (a metric)."""
     level: str
-    """Difficulty of this question (e.g. direct / distractor / updated)."""
+    """Difficulty of this question (e.g. direct / distractor / updated / two_fact)."""
+    values: tuple[str, ...] = ()
+    """The key values the answer must name (two for a two-fact question)."""
+    candidates: tuple[str, ...] = ()
+    """Every value the asked templates could take: naming any other than `values` is wrong."""
+    facts: tuple[FactSpan, ...] = ()
+    """The answer-bearing statements (current values only): what the oracle keeps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +85,9 @@ class Conversation:
     """Difficulty level of the whole episode: easy | medium | hard."""
     messages: tuple[Message, ...]
     questions: tuple[Question, ...]
+    statements: tuple[FactSpan, ...] = ()
+    """Every fact statement in the chat (asked, stale, other people's, never asked): what
+    "facts + distractors" counts when a level is sized against its budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +110,7 @@ class ArchivedTurn:
     assistant_index: int
     user_text: str
     assistant_text: str
+    tool_text: str = ""
+    """The turn's tool outputs, joined by blank lines (archived with the turn)."""
+    superseded: bool = False
+    """A fact this turn states was stated again in a later turn (the current value is there)."""

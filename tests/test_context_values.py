@@ -1,0 +1,101 @@
+"""The value check (issue 16): verdicts and scores of answers, the first-person normalisation
+of ROUGE-L, and the rubric terms that must not pay for doing nothing useful."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kv_cache_env.context.episode import ContextRecord, QuestionResult
+from kv_cache_env.context.scoring import rouge_l
+from kv_cache_env.context.values import (
+    VERDICT_SCORES,
+    judge_answer,
+    names_value,
+    person_normalised,
+)
+from rubrics.context import answer_quality, context_score, memory_saving, recall_cost
+
+POOL = ("4471", "9130", "5512", "2086")
+
+
+def test_verdicts() -> None:
+    assert judge_answer("My locker code is 4471.", ["4471"], POOL) == "correct"
+    assert judge_answer("It was 9130, I think.", ["4471"], POOL) == "wrong"  # stale / distractor
+    assert judge_answer("4471 or maybe 9130", ["4471"], POOL) == "wrong"  # hedging is wrong
+    assert judge_answer("I don't know.", ["4471"], POOL) == "abstain"
+    assert judge_answer("your locker code is", ["4471"], POOL) == "abstain"  # an echo
+    assert judge_answer("44715", ["4471"], POOL) == "abstain"  # whole values only
+    two = ("Saffron", "8802")
+    assert judge_answer("Saffron, and 8802.", two, (*two, "Mochi", "4471")) == "correct"
+    assert judge_answer("Saffron.", two, (*two, "Mochi")) == "abstain"
+    assert names_value("a double espresso, please", "a double espresso")
+    assert names_value("double espresso", "a double espresso")
+    assert not names_value("B-170", "B-17") and not names_value("LC-55812", "55812")
+
+
+def test_i_dont_know_beats_a_wrong_value_and_an_echo_earns_nothing() -> None:
+    assert VERDICT_SCORES["correct"] > VERDICT_SCORES["abstain"] > VERDICT_SCORES["wrong"]
+    assert VERDICT_SCORES["abstain"] == 0.0
+
+
+@given(st.text(alphabet="abc xyz.,!?", max_size=40), st.sampled_from(POOL))
+def test_an_answer_naming_only_the_key_value_is_correct(noise: str, value: str) -> None:
+    assert judge_answer(f"{noise} {value} {noise}", [value], POOL) == "correct"
+    other = next(v for v in POOL if v != value)
+    assert judge_answer(f"{noise} {value} {other}", [value], POOL) == "wrong"
+
+
+def test_a_correct_first_person_answer_gets_full_rouge() -> None:
+    key = "your locker code is 4471"
+    assert rouge_l(person_normalised("My locker code is 4471."), person_normalised(key)) == 1.0
+    echo = rouge_l(person_normalised("your locker code is"), person_normalised(key))
+    assert echo < 1.0
+
+
+def _record(scores: list[str], active: int, lean: int, recalls: int = 0) -> ContextRecord:
+    questions = tuple(
+        QuestionResult(i, "direct", "q", "a", "r", 0.5, True, v == "correct", v, VERDICT_SCORES[v])
+        for i, v in enumerate(scores)
+    )
+    return ContextRecord(
+        level="hard",
+        seed=0,
+        max_blocks=48,
+        turns=10,
+        questions=questions,
+        active_blocks=(active,) * 10,
+        oom_events=0,
+        oom_blocks=0,
+        agent_evicted_blocks=0,
+        recalls=recalls,
+        recalled_turns=0,
+        recalled_tokens=0,
+        invalid_actions=0,
+        archived_turns=0,
+        lean_blocks=(lean,) * 10,
+    )
+
+
+def test_memory_saving_is_measured_against_the_lean_oracle_and_pays_only_for_answers() -> None:
+    lean = _record(["correct"] * 4, active=12, lean=12)
+    assert memory_saving(lean) == 1.0
+    emptier = _record(["correct"] * 4, active=2, lean=12)
+    assert memory_saving(emptier) == 1.0  # capped: nothing to gain below the lean oracle
+    full = _record(["correct"] * 4, active=48, lean=12)
+    assert memory_saving(full) == 0.0
+    empty = _record(["abstain"] * 4, active=1, lean=12)  # evict everything, answer nothing
+    assert memory_saving(empty) == 0.0 and context_score(empty)[1] == 0.0
+    half = _record(["correct", "correct", "abstain", "wrong"], active=12, lean=12)
+    assert memory_saving(half) == 0.5
+    assert answer_quality(half) == (2 + 0 - 0.25) / 4
+
+
+def test_every_recall_is_charged() -> None:
+    few = _record(["correct"] * 6, active=12, lean=12, recalls=6)
+    many = dataclasses.replace(few, recalls=102)
+    assert recall_cost(few) == -1.0
+    assert recall_cost(many) == -17.0
+    assert context_score(many)[1] < context_score(few)[1]
