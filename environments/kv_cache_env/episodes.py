@@ -13,7 +13,6 @@ from pathlib import Path
 from .sim import Scenario, Schedule, Simulator, get_scenario
 from .traces import Trace, load_trace, trace_scenario, trace_schedule
 
-
 # The documented seed split (serving and context families alike). Evaluation - every default in
 # the CLI, the tasksets and `kvarena validate` - uses seeds from 0 up; training (RL, learned
 # baselines, tuning) uses seeds from TRAIN_SEED_START up, so no evaluated episode is trained on.
