@@ -306,3 +306,21 @@ def test_actions_after_the_end_are_refused():
         assert "over" in str(error)
     else:
         raise AssertionError("apply after the end must raise")
+
+
+def test_trtllm_fallback_never_preempts_a_call_that_completed_this_step():
+    requests = [
+        req("a", prompt=8, output=5, rate=4),
+        req("b", prompt=8, output=12, rate=8, block_type=BlockType.SYSTEM),
+    ]
+    sim = tiny_sim(requests, capacity=8, fallback="trtllm")
+    steps(sim, 3)  # t2: both computed 9 tokens (3 blocks each)
+    a = sim.engine.sequences["a"]
+    # t3: a decodes its last 4 tokens (13 tokens: 4 blocks, 7 used); b needs 2 more blocks with
+    # 1 free. a's call is complete: it frees its 4 blocks at the end of the step, so preempting
+    # it (and recomputing a finished call) is wrong; b is preempted, or nothing is.
+    steps(sim, 1)
+    assert a.status is Status.FINISHED and a.generated == 5
+    steps(sim, 5)
+    assert a.generated == 5
+    assert all(e.seq_id != "a" for e in sim.record().evictions)

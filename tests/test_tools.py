@@ -52,21 +52,23 @@ def test_bad_calls_are_errors_counted_and_harmless(sim, name, arguments, expecte
     assert sim.record().invalid_calls == 1
 
 
-def test_compressing_int4_and_swapping_swapped_are_errors(sim):
+def test_compressing_int4_and_acting_on_an_offloaded_request_are_errors(sim):
     assert call_tool(sim, "compress", '{"seq_id": "r1"}').ok
     assert call_tool(sim, "compress", {"seq_id": "r1"}).ok
     outcome = call_tool(sim, "compress", '{"seq_id": "r1"}')
     assert not outcome.ok and "already int4" in outcome.message
-    assert call_tool(sim, "swap", '{"seq_id": "r1"}').ok
     outcome = call_tool(sim, "swap", '{"seq_id": "r1"}')
-    assert not outcome.ok and "already swapped" in outcome.message
-    assert call_tool(sim, "evict", '{"seq_id": "r1"}').ok
+    assert outcome.ok and "waits at the queue front to load it back" in outcome.message
+    # offloaded: r1 waits in the queue with its KV on CPU; nothing acts on it there
+    outcome = call_tool(sim, "swap", '{"seq_id": "r1"}')
+    assert not outcome.ok and "waiting in the queue and holds no GPU blocks" in outcome.message
     outcome = call_tool(sim, "evict", '{"seq_id": "r1"}')
     assert not outcome.ok and "waiting in the queue" in outcome.message
     assert call_tool(sim, "noop", "").ok
     sim.step()
     record = sim.record()
     assert record.invalid_calls == 3 and record.compress_calls == 2 and record.noop_calls == 1
+    assert record.swap_calls == 1
 
 
 class Scripted:
