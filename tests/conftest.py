@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from kv_cache_env.sim import BlockType, Request, Scenario, Simulator, schedule_from_requests
+from kv_cache_env.sim import (
+    BlockType,
+    FollowUp,
+    PauseKind,
+    Request,
+    Scenario,
+    Simulator,
+    schedule_from_requests,
+)
 
 
 def tiny_scenario(**changes: object) -> Scenario:
@@ -30,6 +38,7 @@ def req(
     block_type: BlockType = BlockType.GENERATION,
     priority: float = 0.5,
     prefix: tuple[int, ...] = (),
+    followups: tuple[FollowUp, ...] = (),
 ) -> Request:
     return Request(
         seq_id=seq_id,
@@ -41,7 +50,15 @@ def req(
         decode_rate=rate,
         prefix_hashes=prefix,
         shared_prefix_id="p" if prefix else None,
+        followups=followups,
     )
+
+
+def call(
+    pause: int, *, prompt: int = 8, output: int = 4, kind: PauseKind = PauseKind.TOOL
+) -> FollowUp:
+    """A further call of a session: after `pause` steps, `prompt` new tokens, `output` more."""
+    return FollowUp(kind, pause, prompt, output)
 
 
 def tiny_sim(requests: list[Request], capacity: int, **scenario_changes: object) -> Simulator:
