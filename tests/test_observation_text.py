@@ -16,20 +16,25 @@ def _states(scenario: str, seed: int):
             kind = ("evict", "compress", "swap")[int(rng.integers(0, 3))]
             if entries:
                 sim.apply(make_action(kind, entries[int(rng.integers(0, len(entries)))].seq_id))
+        paused = [e for e in entries if e.paused and not e.swapped]
+        if paused and rng.random() < 0.5:  # offload a paused session now and then
+            sim.apply(make_action("swap", paused[int(rng.integers(0, len(paused)))].seq_id))
         sim.step()
 
 
 @pytest.mark.parametrize("scenario", ["easy", "medium", "hard", "seed-compatible"])
 @pytest.mark.parametrize("hints", [True, False])
 def test_text_round_trips_exactly(scenario, hints):
-    seen_swapped = seen_compressed = False
+    seen_swapped = seen_compressed = seen_paused = False
     for seed in range(3):
         for sim in _states(scenario, seed):
             obs = sim.observe(hints=hints)
             assert parse(render(obs)) == obs
             seen_swapped |= any(e.swapped for e in obs.entries)
             seen_compressed |= any(e.quantization != "fp16" for e in obs.entries)
-    assert seen_swapped and seen_compressed  # the round trip covered those columns
+            seen_paused |= any(e.pause is not None and e.paused_for > 0 for e in obs.entries)
+    # the round trip covered those columns (offloaded paused sessions, precision, pauses)
+    assert seen_swapped and seen_compressed and seen_paused
 
 
 def test_entries_are_ranked_by_gpu_memory_cost():
