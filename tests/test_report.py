@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from evals.jobs import EpisodeJob, run_job
+from evals.normalize import MIN_RANGE
 from evals.report import ReportError, build_report, leaderboard, load_results, to_dataset
 from evals.results import dumps, episode_result
 from kv_cache_env.episodes import EpisodeSpec
@@ -29,14 +30,16 @@ CHROMIUM_FLAGS = [
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Two run directories: policies on the tiers (one failed rollout included) and a trace."""
+    """Two run directories: policies on the tiers (one failed rollout included; the reference
+    bound on easy only, to keep it fast) and a trace."""
     root = tmp_path_factory.mktemp("runs")
     tiers = [
         run_job(EpisodeJob(agent, EpisodeSpec(scenario, seed)))
         for scenario in ("easy", "medium", "hard")
-        for agent in ("noop", "lru", "compress-first", "lookahead")
+        for agent in ("noop", "lru", "compress-first")
         for seed in range(3)
     ]
+    tiers += [run_job(EpisodeJob("bound", EpisodeSpec("easy", seed))) for seed in range(3)]
     tiers.append(
         episode_result(agent="some-model", scenario="hard", seed=0, record=None, error="HTTP 500")
     )
@@ -61,9 +64,19 @@ def test_leaderboard_rows_counts_and_gap(runs, tmp_path):
     rows = build_report(results, tmp_path, [str(r) for r in runs])
     by = {(r.scenario, r.agent): r for r in rows}
     assert by["hard", "some-model"].episodes == 2 and by["hard", "some-model"].failed == 1
-    assert by["hard", "lookahead"].gap == 0.0
-    gap = by["hard", "lookahead"].reward[0] - by["hard", "noop"].reward[0]
-    assert by["hard", "noop"].gap == pytest.approx(gap)
+    # the gap and the normalized score run to the reference bound (run on easy only)
+    assert by["easy", "bound"].gap == 0.0
+    gap = by["easy", "bound"].reward[0] - by["easy", "noop"].reward[0]
+    assert by["easy", "noop"].gap == pytest.approx(gap)
+    assert by["easy", "noop"].to_bound[0] == pytest.approx(gap)  # paired on the same seeds
+    assert by["hard", "noop"].gap is None and by["hard", "noop"].normalized is None
+    if gap >= MIN_RANGE:
+        assert by["easy", "noop"].normalized == pytest.approx(0.0)
+        assert by["easy", "bound"].normalized == pytest.approx(1.0)
+        lru = (by["easy", "lru"].reward[0] - by["easy", "noop"].reward[0]) / gap
+        assert by["easy", "lru"].normalized == pytest.approx(lru)
+    else:
+        assert by["easy", "noop"].normalized is None
     markdown = (tmp_path / "leaderboard.md").read_text()
     table = [line for line in markdown.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + len(rows)  # header + one row per agent x scenario
@@ -71,6 +84,14 @@ def test_leaderboard_rows_counts_and_gap(runs, tmp_path):
     assert "Student-t 95% CI" in markdown
     if TRACE.is_file():
         assert ("trace:azure_llm_2023_conv.csv", "lru") in by
+
+
+def test_results_of_different_suite_versions_are_refused(runs, tmp_path):
+    results = load_results(runs[:1])
+    older = dict(results[0], suite_version="1")
+    (tmp_path / "results.jsonl").write_text(dumps(older) + "\n")
+    with pytest.raises(ReportError, match="different suite versions"):
+        load_results([runs[0], tmp_path])
 
 
 def test_malformed_results_name_file_and_line(tmp_path):
