@@ -75,7 +75,7 @@ class StepStats:
     used_blocks: int
     queue: int
     active_blocks: int = 0
-    """GPU blocks held by sequences that computed in this step (private + referenced prefix)."""
+    """Private GPU blocks of the sequences that computed in this step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +377,9 @@ class Engine:
                 if not budget:
                     continue
                 take = min(budget, remaining)
-                n = 1 if take == remaining else 0  # the step that ends the prompt emits a token
+                # the step that ends the prompt emits a token (unless the call is complete: a
+                # sequence preempted right after its last token only rebuilds its KV)
+                n = 1 if take == remaining and seq.generated < seq.call_end else 0
             else:
                 take = 0
                 n = min(request.decode_rate, seq.call_end - seq.generated)
@@ -391,9 +393,10 @@ class Engine:
                     if seq.status is not running_status:
                         continue
                 self._reclaimed(pool.allocate(need))
-                seq.gpu_blocks += need
                 if self.subscribers:
-                    self._emit("stored", "gpu", "grow", seq, need, (kv - need, kv))
+                    start = seq.prefix_tokens + min(seq.gpu_blocks * per_block_of[level], kv)
+                    self._emit("stored", "gpu", "grow", seq, need, (start, seq.prefix_tokens + kv))
+                seq.gpu_blocks += need
             budget -= take
             seq.prefill_remaining = remaining - take
             if n:
@@ -402,7 +405,7 @@ class Engine:
             seq.last_access_step = t
             tokens += n
             effective += n * quality[level, request.block_type]
-            active += seq.gpu_blocks + seq.prefix_held
+            active += seq.gpu_blocks
         tally.tokens += tokens
         tally.effective += effective
         return active
@@ -416,10 +419,13 @@ class Engine:
                 return
 
     def _fallback_victim(self) -> Sequence:
+        # A sequence whose call completed earlier in this step frees its blocks in `_complete`
+        # anyway (vLLM has already removed a finished request from `running` by then).
+        running = [s for s in self.running if s.prefill_remaining or s.generated < s.call_end]
         if self.scenario.fallback == "vllm":
-            return self.running[-1]  # newest first: vLLM's self.running.pop()
+            return running[-1]  # newest first: vLLM's self.running.pop()
         return min(
-            self.running,
+            running,
             key=lambda s: (RETENTION_PRIORITY[s.block_type], s.last_access_step, -s.admitted_order),
         )
 
@@ -459,15 +465,26 @@ class Engine:
         t = self.t
         remaining: deque[Sequence] = deque()
         blocked = False
+        reserved = 0
+        """First-chunk blocks promised to requests admitted in this pass (vLLM v1 allocates a
+        request's scheduled slots when it schedules it, so the next one sees fewer)."""
         for seq in self.waiting:
             if blocked or seq.not_before > t:
                 remaining.append(seq)
-            elif not self._try_admit(seq, tally):
+                continue
+            promised = self._try_admit(seq, tally, reserved)
+            if promised is None:
                 blocked = True  # FCFS: the head blocks everyone behind it
                 remaining.append(seq)
+            else:
+                reserved += promised
         self.waiting = remaining
 
-    def _try_admit(self, seq: Sequence, tally: _Tally) -> bool:
+    def _try_admit(self, seq: Sequence, tally: _Tally, reserved: int) -> int | None:
+        """Admit `seq` if its prefix misses, its offloaded KV and its first prefill chunk fit
+        beside `reserved`; returns the chunk blocks it was promised, or None (not admitted).
+        An offload holds the whole context, shared prefix included (LMCache stores every
+        chunk): a prefix block reclaimed while it was away is restored from the CPU copy."""
         pool = self.pool
         request = seq.request
         hashes = request.prefix_hashes
@@ -480,8 +497,8 @@ class Engine:
             remaining = seq.context_tokens - min(hits * self.block_size, seq.prefix_tokens)
             level = self.base_level
         chunk = self._first_chunk_blocks(seq, remaining, level)
-        if len(hashes) - hits + max(chunk, loaded) > pool.available - cached_hits:
-            return False
+        if len(hashes) - hits + max(chunk, loaded) + reserved > pool.available - cached_hits:
+            return None
         _, stored, reclaimed = pool.acquire_prefix(hashes, hits)
         self._reclaimed(reclaimed)
         if stored and self.subscribers:
@@ -507,7 +524,7 @@ class Engine:
         self.running.append(seq)
         tally.hits += hits
         tally.lookups += len(hashes)
-        return True
+        return max(chunk - loaded, 0)
 
     def _fail_expired(self, tally: _Tally) -> None:
         limit = self.scenario.max_wait_steps
@@ -518,7 +535,9 @@ class Engine:
             self._finish(seq)
             seq.status = Status.FAILED
             tally.failures += 1
-        if not any(t - seq.wait_since > limit for seq in self.waiting):
+        if not any(
+            t - seq.wait_since > limit or 0 <= seq.first_token_by < t for seq in self.waiting
+        ):
             return
         remaining: deque[Sequence] = deque()
         for seq in self.waiting:

@@ -52,9 +52,9 @@ class Reference:
     drain_tokens: int = 0
     """Tokens generated during its drain."""
     ideal_block_steps: float = 0.0
-    """Over the scored turns, the blocks an ideal server would hold: only the KV read in the
-    step (sequences that computed), private blocks at the most compact precision (int4), plus
-    the prefix blocks in use. The floor of `memory_efficiency`."""
+    """Over the scored turns, the blocks an ideal server would hold: only the private KV read
+    in the step (sequences that computed) at the most compact precision (int4), plus the prefix
+    blocks in use. The floor of `memory_efficiency`."""
 
 
 def run_reference(scenario: Scenario, schedule: Schedule) -> Reference:
