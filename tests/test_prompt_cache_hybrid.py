@@ -327,3 +327,26 @@ def test_report_shows_input_dollars_per_episode(tmp_path: Path) -> None:
     assert "$" not in (tmp_path / "p" / "leaderboard.md").read_text()
     partial = runner.invoke(app, ["report", str(run), "--price-in", "3"])
     assert plain.exit_code == 0 and partial.exit_code == 2
+
+
+def test_plain_openai_path_sends_observation_blocks_as_one_string() -> None:
+    """Endpoints without explicit caching (local llama.cpp, verifiers) get the observation as
+    one text, exactly the blocks joined; the caching path keeps the parts."""
+    from types import SimpleNamespace
+
+    from kv_cache_env.openai_chat import openai_chat
+
+    sent: list[Any] = []
+
+    async def create(**kwargs: Any) -> Any:
+        sent.append(kwargs["messages"])
+        message = SimpleNamespace(content="ok", tool_calls=None)
+        return SimpleNamespace(choices=[SimpleNamespace(message=message)], usage=None)
+
+    client = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+    messages = [SYSTEM, observation(["legend\n", line(0)], 1)]
+    asyncio.run(openai_chat(client, "m")(messages, []))  # type: ignore[arg-type]
+    text = "".join(p["text"] for p in messages[1]["content"])
+    assert sent[0] == [SYSTEM, {"role": "user", "content": text}]
+    asyncio.run(openai_chat(client, "m", None, lambda m, t: m)(messages, []))  # type: ignore[arg-type]
+    assert sent[1] == messages

@@ -30,7 +30,7 @@ def openai_chat(
     async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         response = await client.chat.completions.create(
             model=model,
-            messages=prepare(messages, tools) if prepare else messages,  # type: ignore[arg-type]
+            messages=prepare(messages, tools) if prepare else joined_text(messages),  # type: ignore[arg-type]
             tools=tools,  # type: ignore[arg-type]
             **extra,
         )
@@ -45,6 +45,21 @@ def openai_chat(
         return ModelReply(message.content, calls, _usage(response.usage))
 
     return chat
+
+
+def joined_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages whose content is a list of text parts (the context family's observation blocks,
+    there for prompt-cache breakpoints) sent as one string, the parts joined: chat templates of
+    local servers (llama.cpp's chatml) render a list as its Python repr."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and all(
+            isinstance(p, dict) and p.get("type") == "text" for p in content
+        ):
+            message = {**message, "content": "".join(p.get("text", "") for p in content)}
+        out.append(message)
+    return out
 
 
 def _usage(usage: Any) -> TokenUsage:
