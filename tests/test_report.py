@@ -172,7 +172,18 @@ def test_kvarena_report_cli(runs, tmp_path):
 
 def test_kvarena_validate_passes():
     done = subprocess.run(
-        [sys.executable, "-m", "evals.cli", "validate", "--episodes", "12", "-j", "2"],
+        [
+            sys.executable,
+            "-m",
+            "evals.cli",
+            "validate",
+            "--episodes",
+            "12",
+            "-j",
+            "2",
+            "--family",
+            "serving",  # the context section has its own CI-size test
+        ],
         capture_output=True,
         text=True,
         timeout=900,
