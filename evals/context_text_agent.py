@@ -60,12 +60,17 @@ def context_text_calls(text: str) -> list[tuple[str, dict[str, object]]]:
         calls.append(("recall", {"query": new.text}))
         target = budget - RECALL_MARGIN_BLOCKS
     freed = 0
+    scheduled: set[int] = set()
     for row in rows:
         if active - freed <= target:
             break
         if row.new or row.role == "system" or (row.role == "user" and _DIGIT.search(row.text)):
             continue
+        blocks = set(range(row.first, row.last + 1))
+        if blocks <= scheduled:
+            continue  # its blocks go with a neighbour already asked for: nothing left to evict
         calls.append(("evict_message", {"index": row.index}))
+        scheduled |= blocks
         freed += row.last - row.first + 1
     return calls
 
