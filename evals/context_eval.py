@@ -21,6 +21,7 @@ from kv_cache_env.context.agent import reader_messages
 from kv_cache_env.context.conversation import generate_conversation
 from kv_cache_env.context.episode import ContextEpisode, ContextRecord
 from kv_cache_env.context.extractive import extractive_answer
+from kv_cache_env.responses import openai_reply
 from rubrics.context import context_score
 
 from .context_policies import get_context_policy
@@ -68,8 +69,10 @@ class ChatReader:
     _sync: Any = None
 
     async def answer(self, client: Any, context: str, question: str) -> str:
-        response = await client.chat.completions.create(**self._request(context, question))
-        return _reply_text(response)
+        raw = await client.chat.completions.with_raw_response.create(
+            **self._request(context, question)
+        )
+        return _reply_text(raw.http_response.content)
 
     def __call__(self, episode: ContextEpisode, question: str) -> str:
         if self._sync is None:
@@ -78,10 +81,10 @@ class ChatReader:
             self._sync = openai.OpenAI(
                 api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s
             )
-        response = self._sync.chat.completions.create(
+        raw = self._sync.chat.completions.with_raw_response.create(
             **self._request(episode.visible_text(), question)
         )
-        return _reply_text(response)
+        return _reply_text(raw.http_response.content)
 
     def _request(self, context: str, question: str) -> dict[str, Any]:
         return {
@@ -92,11 +95,10 @@ class ChatReader:
         }
 
 
-def _reply_text(response: Any) -> str:
-    """The answer text; HTML entities unescaped (SmolLM2 under llama.cpp writes `&#39;`)."""
-    if not response.choices:
-        return ""
-    return html.unescape(response.choices[0].message.content or "").strip()
+def _reply_text(body: bytes) -> str:
+    """The answer text; HTML entities unescaped (SmolLM2 under llama.cpp writes `&#39;`). A
+    body that is not a chat completion raises `ProviderError` (the episode fails with it)."""
+    return html.unescape(openai_reply(body).content or "").strip()
 
 
 def play_policy(
