@@ -21,7 +21,7 @@ from kv_cache_env.context.agent import reader_messages
 from kv_cache_env.context.conversation import generate_conversation
 from kv_cache_env.context.episode import ContextEpisode, ContextRecord
 from kv_cache_env.context.extractive import extractive_answer
-from kv_cache_env.responses import openai_reply
+from kv_cache_env.responses import ProviderError, openai_reply, with_retries
 from rubrics.context import context_score
 
 from .context_policies import get_context_policy
@@ -69,10 +69,14 @@ class ChatReader:
     _sync: Any = None
 
     async def answer(self, client: Any, context: str, question: str) -> str:
-        raw = await client.chat.completions.with_raw_response.create(
-            **self._request(context, question)
-        )
-        return _reply_text(raw.http_response.content)
+        async def send() -> bytes:
+            raw = await client.chat.completions.with_raw_response.create(
+                **self._request(context, question)
+            )
+            return raw.http_response.content
+
+        reply = await with_retries(send, openai_reply, client.max_retries)
+        return html.unescape(reply.content or "").strip()
 
     def __call__(self, episode: ContextEpisode, question: str) -> str:
         if self._sync is None:
@@ -81,10 +85,16 @@ class ChatReader:
             self._sync = openai.OpenAI(
                 api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s
             )
-        raw = self._sync.chat.completions.with_raw_response.create(
-            **self._request(episode.visible_text(), question)
-        )
-        return _reply_text(raw.http_response.content)
+        for attempt in range(self._sync.max_retries + 1):
+            raw = self._sync.chat.completions.with_raw_response.create(
+                **self._request(episode.visible_text(), question)
+            )
+            try:
+                return _reply_text(raw.http_response.content)
+            except ProviderError:
+                if attempt == self._sync.max_retries:
+                    raise
+        raise AssertionError("unreachable")
 
     def _request(self, context: str, question: str) -> dict[str, Any]:
         return {
