@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 import typer.core
+from typer.exceptions import TyperException
 
 from kv_cache_env.replies import one_line
 
@@ -60,7 +60,11 @@ def check_options(values: Mapping[str, float | int | None]) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"{option}: must be a finite number, got {value}")
         if not lo <= value <= hi:
-            raise InputError(f"{option}: must be between {lo:g} and {hi:g}, got {value:g}")
+            raise InputError(f"{option}: must be between {_fmt(lo)} and {_fmt(hi)}, got {value:g}")
+
+
+def _fmt(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
 
 
 def parse_weights(
@@ -117,20 +121,20 @@ def debug_enabled() -> bool:
 class SafeGroup(typer.core.TyperGroup):
     """The top-level handler: no traceback unless `--debug` / KVARENA_DEBUG=1."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, typer.Exit, typer.Abort):
+        except (typer.Exit, typer.Abort, TyperException):
             raise
         except InputError as error:
-            click.echo(f"error: {one_line(str(error), 400)}", err=True)
-            raise click.exceptions.Exit(2) from None
+            typer.echo(f"error: {one_line(str(error), 400)}", err=True)
+            raise typer.Exit(2) from None
         except Exception as error:
             if ctx.params.get("debug") or debug_enabled():
                 raise
             message = one_line(f"{type(error).__name__}: {error}", 300)
-            click.echo(
+            typer.echo(
                 f"error: unexpected {message} (a bug; rerun with --debug for the traceback)",
                 err=True,
             )
-            raise click.exceptions.Exit(1) from None
+            raise typer.Exit(1) from None
