@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .edge import InputError, check_out_dir
+from .result_check import parse_line
 from .results import dumps
 
 CHANGEABLE_ARGUMENTS = frozenset({"concurrency", "workers", "resume", "episodes"})
@@ -44,13 +45,12 @@ class RunDir:
         self.skipped_lines = 0
         path.mkdir(parents=True, exist_ok=True)
         if resume and self.results_path.exists():
-            for line in self.results_path.read_text(encoding="utf-8").splitlines():
-                try:
-                    result = json.loads(line)
-                    key = result_key(result)
-                except (ValueError, KeyError, TypeError):
-                    self.skipped_lines += 1  # e.g. the last line of a killed run
+            for line in self.results_path.read_bytes().splitlines():
+                result, _ = parse_line(line)
+                if result is None:
+                    self.skipped_lines += 1  # e.g. the last line of a killed run: run again
                     continue
+                key = result_key(result)
                 if result.get("status") == "ok":
                     self.kept[key] = result
         self._results: dict[Key, dict[str, Any]] = dict(self.kept)

@@ -297,3 +297,45 @@ def _expect_error(args: list[str], expected: str) -> None:
     assert done.exit_code == 2, (args, done.exit_code, done.output)
     assert "".join(expected.split()) in flat, (expected, done.output)
     assert "Traceback" not in done.output and "unexpected" not in done.output
+
+
+def test_an_unexpected_error_is_one_line_and_run_json_says_error(tmp_path, monkeypatch):
+    import evals.cli
+
+    calls = []
+
+    def flaky(job):
+        calls.append(job)
+        if len(calls) == 2:
+            raise RuntimeError("boom\nsecond line")
+        return run_job(job)
+
+    monkeypatch.setattr(evals.cli, "run_job", flaky)
+    out = tmp_path / "run"
+    args = [
+        "eval",
+        "-p",
+        "noop",
+        "-s",
+        "easy",
+        "-n",
+        "3",
+        "--steps",
+        "2",
+        "-j",
+        "1",
+        "-o",
+        str(out),
+    ]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 1
+    assert done.output.strip().splitlines()[-1:] == [
+        "error: unexpected RuntimeError: boom second line (a bug; rerun with --debug for the "
+        "traceback)"
+    ]
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "error" and info["episodes_run"] == 1
+    assert len((out / "results.jsonl").read_text().splitlines()) == 1
+    calls.clear()
+    debug = runner.invoke(app, ["--debug", *args, "--force"])
+    assert isinstance(debug.exception, RuntimeError)
