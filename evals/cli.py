@@ -33,9 +33,10 @@ from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
 from kv_cache_env.traces import TraceError, load_trace
 
 from . import policies
+from .edge import InputError, SafeGroup, check_options, check_out_dir, parse_weights
 from .jobs import EpisodeJob, run_job
 from .normalize import Normalized, normalized_scores
-from .run_dir import RunDir
+from .run_dir import RunDir, prepare_run_dir, write_run_info
 from .summary import COLUMNS, Row, summarize
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ app = typer.Typer(
     help="kvcache-arena: an LLM agent manages the KV-cache of a simulated inference server.",
     no_args_is_help=True,
     add_completion=False,
+    cls=SafeGroup,
 )
 console = Console(stderr=True)
 out_console = Console()
@@ -53,6 +55,15 @@ out_console = Console()
 
 def _split(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+@app.callback()
+def _root(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an unexpected error.")
+    ] = False,
+) -> None:
+    """kvcache-arena: an LLM agent manages the KV-cache of a simulated inference server."""
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -140,11 +151,30 @@ def eval_command(
         str | None,
         typer.Option(help="Rubric weight overrides as JSON, e.g. '{\"latency_penalty\": 0.1}'."),
     ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Move results already in --out aside and start fresh.")
+    ] = False,
 ) -> None:
     """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json."""
     started = time.perf_counter()
+    check_options(
+        {
+            "--episodes": episodes,
+            "--seed": seed,
+            "--steps": steps,
+            "--concurrency": concurrency,
+            "--workers": workers,
+            "--history-turns": history_turns,
+            "--timeout": timeout,
+            "--max-retries": max_retries,
+            "--temperature": temperature,
+            "--max-tokens": max_tokens,
+        }
+    )
     if model and policy:
         raise _fail("give --policy or --model, not both")
+    if resume and force:
+        raise _fail("give --resume or --force, not both")
     if resume and out is None:
         raise _fail("--resume needs --out (the run directory to finish)")
     if api not in ("openai", "anthropic"):
@@ -170,7 +200,7 @@ def eval_command(
         try:
             load_trace(trace)
         except TraceError as error:
-            raise _fail(str(error), 1) from None
+            raise _fail(str(error)) from None
     spec = None
     local_server = None
     if model:
@@ -238,30 +268,6 @@ def eval_command(
         for i in range(count)
     ]
     out = out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
-    run = RunDir(out, resume=resume)
-    pending = [job for job in jobs if not run.done(job.key)]
-    if resume:
-        console.print(f"resuming {out}: {len(jobs) - len(pending)} of {len(jobs)} episodes kept")
-    try:
-        if local_server is not None and pending:
-            _start_local(local_server)
-        if spec is not None:
-            _run_model(pending, spec, concurrency, run)
-        else:
-            for _job, result in _run_jobs(pending, workers):
-                run.add(result)
-    except KeyboardInterrupt:
-        run.close()
-        console.print(
-            f"[yellow]interrupted:[/yellow] {len(run.results)} of {len(jobs)} episodes kept in "
-            f"{run.results_path}; finish with --resume --out {out}"
-        )
-        raise typer.Exit(130) from None
-    finally:
-        if local_server is not None:
-            local_server.stop()
-    results = run.finish(job.key for job in jobs)
-    wall = time.perf_counter() - started
     arguments: dict[str, Any] = {
         "policies": None if model else names,
         "model": model,
@@ -281,16 +287,47 @@ def eval_command(
         "weights": dict(weight_pairs),
         "resume": resume,
     }
-    run_info = {
+    run_info: dict[str, Any] = {
         "command": "eval",
         "arguments": arguments,
+        "suite_version": SUITE_VERSION,
         "versions": _versions(),
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "wall_time_s": round(wall, 3),
-        "episodes_run": len(results),
-        "episodes_failed": sum(1 for r in results if r["status"] != "ok"),
     }
-    (out / "run.json").write_text(json.dumps(run_info, indent=2) + "\n", encoding="utf-8")
+    moved = prepare_run_dir(out, run_info, resume=resume, force=force)
+    if moved is not None:
+        console.print(f"moved the previous results aside to {moved}")
+    run = RunDir(out, resume=resume)
+    pending = [job for job in jobs if not run.done(job.key)]
+    if resume:
+        console.print(f"resuming {out}: {len(jobs) - len(pending)} of {len(jobs)} episodes kept")
+    write_run_info(out, run_info, run.results, "running", started)
+    status = "error"
+    try:
+        if local_server is not None and pending:
+            _start_local(local_server)
+        if spec is not None:
+            _run_model(pending, spec, concurrency, run)
+        else:
+            for _job, result in _run_jobs(pending, workers):
+                run.add(result)
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        console.print(
+            f"[yellow]interrupted:[/yellow] {len(run.results)} of {len(jobs)} episodes kept in "
+            f"{run.results_path}; finish with --resume --out {out}"
+        )
+        raise typer.Exit(130) from None
+    finally:
+        if local_server is not None:
+            local_server.stop()
+        if status != "complete":
+            run.close()
+            write_run_info(out, run_info, run.results, status, started)
+    results = run.finish(job.key for job in jobs)
+    wall = time.perf_counter() - started
+    run_info = write_run_info(out, run_info, results, "complete", started)
     _print_tables(summarize(results), normalized_scores(results))
     failed = run_info["episodes_failed"]
     if failed:
@@ -335,18 +372,9 @@ def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: R
 
 
 def _parse_weights(text: str | None) -> tuple[tuple[str, float], ...]:
-    if not text:
-        return ()
-    from rubrics import resolve_weights
+    from rubrics import COMPONENTS
 
-    try:
-        raw = json.loads(text)
-        if not isinstance(raw, dict):
-            raise ValueError("expected a JSON object of component -> weight")
-        resolve_weights(raw)
-        return tuple(sorted((str(k), float(v)) for k, v in raw.items()))
-    except (ValueError, TypeError) as error:
-        raise _fail(f"--weights: {error}") from None
+    return tuple(sorted(parse_weights(text, COMPONENTS).items()))
 
 
 def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
@@ -535,6 +563,8 @@ def context_eval(
 ) -> None:
     """The conversation-context family: which blocks of one long chat stay cached (seeds 000 +
     001). Writes results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
+    from rubrics.context import CONTEXT_COMPONENTS
+
     from .context_command import (
         ContextEvalArgs,
         ContextEvalError,
@@ -544,19 +574,15 @@ def context_eval(
     from .context_policies import CONTEXT_POLICIES
     from .local_model import DEFAULT_MAX_TOKENS, is_local
 
-    try:
-        parsed = json.loads(weights) if weights else {}
-        if not isinstance(parsed, dict):
-            raise ValueError("expected a JSON object of component -> weight")
-        from rubrics.context import CONTEXT_COMPONENTS
-
-        for name in parsed:
-            if name not in CONTEXT_COMPONENTS:
-                raise ValueError(
-                    f"unknown component {name!r}; known: {', '.join(CONTEXT_COMPONENTS)}"
-                )
-    except ValueError as error:
-        raise _fail(f"--weights: {error}") from None
+    check_options(
+        {
+            "--episodes": episodes,
+            "--seed": seed,
+            "--max-blocks": max_blocks,
+            "--max-tokens": max_tokens,
+        }
+    )
+    parsed = parse_weights(weights, CONTEXT_COMPONENTS)
     if model and policy:
         raise _fail("give --policy or --model, not both")
     args = ContextEvalArgs(
@@ -572,13 +598,17 @@ def context_eval(
         max_blocks=max_blocks,
         max_tokens=max_tokens or (DEFAULT_MAX_TOKENS if model and is_local(model) else 512),
         out=out or Path("runs") / datetime.now(UTC).strftime("context-%Y%m%d-%H%M%S"),
-        weights={str(k): float(v) for k, v in parsed.items()},
+        weights=parsed,
     )
+    check_out_dir(args.out)
     started = time.perf_counter()
     try:
         results = run_context_eval(args)
     except ContextEvalError as error:
         raise _fail(str(error)) from None
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted:[/yellow] finished episodes are in {args.out}")
+        raise typer.Exit(130) from None
     print_context_tables(results)
     console.print(
         f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'} in "
@@ -715,7 +745,10 @@ def report_command(
     try:
         results = load_results(runs)
     except ReportError as error:
-        raise _fail(str(error), 1) from None
+        raise _fail(str(error)) from None
+    check_out_dir(out)
+    if dataset is not None and dataset.exists() and not dataset.is_dir():
+        raise InputError(f"--dataset {dataset}: exists and is not a directory")
     with console.status("rendering figures"):
         rows = build_report(results, out, [str(r) for r in runs], prices)
     if dataset is not None:

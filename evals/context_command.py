@@ -22,6 +22,8 @@ from rich.table import Table
 
 from kv_cache_env.context.conversation import LEVELS, generate_conversation
 from kv_cache_env.context.episode import ContextEpisode
+from kv_cache_env.replies import one_line
+from kv_cache_env.responses import ProviderError
 
 from .context_eval import (
     ChatReader,
@@ -93,19 +95,38 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
         ]
         sink = (args.out / "results.jsonl").open("w", encoding="utf-8")
         stack.callback(sink.close)
-        with _progress() as progress:
-            task = progress.add_task("episodes", total=len(jobs))
-            for level, agent, seed in jobs:
-                progress.update(task, description=f"{level} {agent} seed {seed}")
-                if args.model:
-                    endpoint = (agent_base, agent_key, agent_name or "")
-                    result = _play_model(args, endpoint, reader, reader_label, level, seed)
-                else:
-                    result = _play_baseline(args, agent, reader, reader_label, level, seed)
-                results.append(result)
-                sink.write(dumps(result) + "\n")
-                sink.flush()
-                progress.advance(task)
+        status = "error"
+        try:
+            with _progress() as progress:
+                task = progress.add_task("episodes", total=len(jobs))
+                for level, agent, seed in jobs:
+                    progress.update(task, description=f"{level} {agent} seed {seed}")
+                    if args.model:
+                        endpoint = (agent_base, agent_key, agent_name or "")
+                        result = _play_model(args, endpoint, reader, reader_label, level, seed)
+                    else:
+                        result = _play_baseline(args, agent, reader, reader_label, level, seed)
+                    results.append(result)
+                    sink.write(dumps(result) + "\n")
+                    sink.flush()
+                    progress.advance(task)
+            status = "complete"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            _write_info(args, reader_label, results, status, started)
+    return results
+
+
+def _write_info(
+    args: ContextEvalArgs,
+    reader_label: str,
+    results: list[dict[str, Any]],
+    status: str,
+    started: float,
+) -> None:
+    """`run.json`, written however the run ends (status complete / interrupted / error)."""
     info = {
         "command": "context-eval",
         "arguments": {
@@ -119,13 +140,13 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             "max_blocks": args.max_blocks,
             "weights": args.weights,
         },
+        "status": status,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_time_s": round(time.perf_counter() - started, 3),
         "episodes_run": len(results),
         "episodes_failed": sum(1 for r in results if r["status"] != "ok"),
     }
     (args.out / "run.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    return results
 
 
 def _play_baseline(
@@ -137,8 +158,8 @@ def _play_baseline(
 
     try:
         record = play_policy(agent, level, seed, reader, max_blocks=args.max_blocks)
-    except (openai.OpenAIError, TimeoutError, RuntimeError) as error:
-        message = f"{type(error).__name__}: {error}"[:500]
+    except (openai.OpenAIError, TimeoutError, RuntimeError, ProviderError) as error:
+        message = one_line(f"{type(error).__name__}: {error}", 500)
         return context_result(
             agent=agent, reader=reader_label, level=level, seed=seed, record=None, error=message
         )
@@ -164,7 +185,7 @@ def _play_model(
 
     from kv_cache_env.agent import Transcript
     from kv_cache_env.context.agent import CONTEXT_TOOLS, play_context_episode
-    from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
+    from kv_cache_env.openai_chat import openai_chat
 
     base_url, key, model = endpoint
     agent = args.model or model
@@ -186,8 +207,13 @@ def _play_model(
 
         try:
             transcript = asyncio.run(play())
-        except (openai.OpenAIError, TimeoutError, EmptyReplyError, RuntimeError) as error:
-            message = f"{type(error).__name__}: {error}"[:500]
+        except (openai.OpenAIError, TimeoutError, ProviderError, RuntimeError) as error:
+            message = one_line(f"{type(error).__name__}: {error}", 500)
+            return context_result(
+                agent=agent, reader=reader_label, level=level, seed=seed, record=None, error=message
+            )
+        except Exception as error:  # a bug fails this episode, not the run (reason kept)
+            message = one_line(f"unexpected {type(error).__name__}: {error}", 500)
             return context_result(
                 agent=agent, reader=reader_label, level=level, seed=seed, record=None, error=message
             )

@@ -21,6 +21,7 @@ from kv_cache_env.context.agent import reader_messages
 from kv_cache_env.context.conversation import generate_conversation
 from kv_cache_env.context.episode import ContextEpisode, ContextRecord
 from kv_cache_env.context.extractive import extractive_answer
+from kv_cache_env.responses import ProviderError, openai_reply, with_retries
 from rubrics.context import context_score
 
 from .context_policies import get_context_policy
@@ -68,8 +69,14 @@ class ChatReader:
     _sync: Any = None
 
     async def answer(self, client: Any, context: str, question: str) -> str:
-        response = await client.chat.completions.create(**self._request(context, question))
-        return _reply_text(response)
+        async def send() -> bytes:
+            raw = await client.chat.completions.with_raw_response.create(
+                **self._request(context, question)
+            )
+            return raw.http_response.content
+
+        reply = await with_retries(send, openai_reply, client.max_retries)
+        return html.unescape(reply.content or "").strip()
 
     def __call__(self, episode: ContextEpisode, question: str) -> str:
         if self._sync is None:
@@ -78,10 +85,16 @@ class ChatReader:
             self._sync = openai.OpenAI(
                 api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s
             )
-        response = self._sync.chat.completions.create(
-            **self._request(episode.visible_text(), question)
-        )
-        return _reply_text(response)
+        for attempt in range(self._sync.max_retries + 1):
+            raw = self._sync.chat.completions.with_raw_response.create(
+                **self._request(episode.visible_text(), question)
+            )
+            try:
+                return _reply_text(raw.http_response.content)
+            except ProviderError:
+                if attempt == self._sync.max_retries:
+                    raise
+        raise AssertionError("unreachable")
 
     def _request(self, context: str, question: str) -> dict[str, Any]:
         return {
@@ -92,11 +105,10 @@ class ChatReader:
         }
 
 
-def _reply_text(response: Any) -> str:
-    """The answer text; HTML entities unescaped (SmolLM2 under llama.cpp writes `&#39;`)."""
-    if not response.choices:
-        return ""
-    return html.unescape(response.choices[0].message.content or "").strip()
+def _reply_text(body: bytes) -> str:
+    """The answer text; HTML entities unescaped (SmolLM2 under llama.cpp writes `&#39;`). A
+    body that is not a chat completion raises `ProviderError` (the episode fails with it)."""
+    return html.unescape(openai_reply(body).content or "").strip()
 
 
 def play_policy(

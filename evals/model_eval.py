@@ -9,7 +9,9 @@ request carries the hybrid planner's breakpoints (`prompt_cache.strategies.Hybri
 002's stability tiers for changing content, a rolling breakpoint for growing history) unless
 `prompt_cache` is off; the minimum cacheable prefix is the model's (`prompt_cache.minimums`).
 
-An episode whose calls still fail is recorded as failed, with the error, never dropped. The
+A response that is not a chat completion is a provider error (`kv_cache_env.responses`),
+retried like a 5xx. An episode whose calls still fail is recorded as failed, with the error,
+never dropped; so is one that hits an unexpected exception (a bug), with its type and message. The
 API key is read from the environment variable named by the caller and is never written anywhere.
 """
 
@@ -26,7 +28,9 @@ import openai
 from openai import AsyncOpenAI
 
 from kv_cache_env.agent import ChatFn, play_episode
-from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
+from kv_cache_env.openai_chat import openai_chat
+from kv_cache_env.replies import one_line
+from kv_cache_env.responses import ProviderError
 from kv_cache_env.sim import Simulator
 from kv_cache_env.tools import TOOLS
 
@@ -131,19 +135,24 @@ async def run_model_episode(
     scenario, schedule = job.episode.resolve()
     sim = Simulator(scenario, job.seed, schedule=schedule)
     weights = dict(job.weights) or None
+    transcript = None
+    message = "no transcript"
     try:
         transcript = await play_episode(
             sim, chat, history_turns=spec.history_turns, hints=spec.hints
         )
-    except (openai.OpenAIError, anthropic.AnthropicError, TimeoutError, EmptyReplyError) as error:
+    except (openai.OpenAIError, anthropic.AnthropicError, TimeoutError, ProviderError) as error:
         message = f"{type(error).__name__}: {error}"
+    except Exception as error:  # a bug must fail this episode, not the run (its reason kept)
+        message = f"unexpected {type(error).__name__}: {error}"
+    if transcript is None:
         return (
             episode_result(
                 agent=spec.agent,
                 scenario=scenario.name,
                 seed=job.seed,
                 record=None,
-                error=message[:500],
+                error=one_line(message, 500),
                 weights=weights,
             ),
             None,

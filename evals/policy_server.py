@@ -19,7 +19,9 @@ previous assistant's tool uses), answers with `cache_read_input_tokens` /
 
 For tests of the hosted-model path the server can inject faults on chosen requests (counted from
 1 over all chat requests): `429`, `500`, `timeout` (answer after `timeout_s`), `badjson`
-(tool-call arguments that are not JSON), `drop` (close the connection without answering).
+(tool-call arguments that are not JSON), `drop` (close the connection without answering), and
+on chat completions every kind in `evals.faults` (bodies that are not completions, malformed
+tool calls). Injected 429/500 ask for a 1 ms retry (`retry-after-ms`) so tests do not wait.
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ from kv_cache_env.context.agent import READER_SYSTEM, context_system_prompt
 from kv_cache_env.sim import Action, approx_tokens, parse
 
 from .context_text_agent import context_text_answer, context_text_calls
+from .faults import INJECTED, inject
 from .policies import Policy, SimulatorPolicy, create
 from .prompt_cache.provider import BreakpointError, ProviderCache, Unit, content_key
 from .prompt_cache.tokens import estimate_tokens
 
 CONTEXT_SYSTEM_START = context_system_prompt(0)[:60]
 """How a request of the conversation-context family is recognised (its system prompt)."""
-FAULT_KINDS = ("429", "500", "timeout", "badjson", "drop")
+FAULT_KINDS = ("429", "500", "timeout", "badjson", "drop", *INJECTED)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -337,12 +340,19 @@ def _handler_for(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
             except ValueError as error:
                 self._send(HTTPStatus.BAD_REQUEST, _error(str(error)))
                 return
+            if fault in INJECTED and route != "/v1/messages":
+                self._send(HTTPStatus.OK, response, inject(fault, response))
+                return
             self._send(HTTPStatus.OK, response)
 
-        def _send(self, status: HTTPStatus, payload: Mapping[str, Any]) -> None:
-            data = json.dumps(payload).encode()
+        def _send(
+            self, status: HTTPStatus, payload: Mapping[str, Any], raw: bytes | None = None
+        ) -> None:
+            data = json.dumps(payload).encode() if raw is None else raw
             try:
                 self.send_response(status)
+                if status in (HTTPStatus.TOO_MANY_REQUESTS, HTTPStatus.INTERNAL_SERVER_ERROR):
+                    self.send_header("retry-after-ms", "1")
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

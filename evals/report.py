@@ -24,7 +24,7 @@ from .normalize import normalized_scores
 from .policies import REFERENCE
 from .prompt_cache.dollars import mean_episode_cost
 from .prompt_cache.provider import Prices
-from .results import validate
+from .result_check import parse_line
 from .stats import mean_ci
 from .summary import group_results
 
@@ -50,16 +50,16 @@ def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
         file = path / "results.jsonl" if path.is_dir() else path
         if not file.is_file():
             raise ReportError(f"{path}: no results.jsonl here")
-        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            data = file.read_bytes()
+        except OSError as error:
+            raise ReportError(f"{file}: cannot read it ({error.strerror})") from None
+        for number, line in enumerate(data.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                result = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ReportError(f"{file}:{number}: not JSON ({error.msg})") from None
-            problems = validate(result) if isinstance(result, dict) else ["not an object"]
-            if problems:
-                raise ReportError(f"{file}:{number}: {'; '.join(problems)}")
+            result, problems = parse_line(line)
+            if result is None:
+                raise ReportError(f"{file}:{number}: {'; '.join(problems)[:300]}")
             results.append(result)
     if not results:
         raise ReportError("no results to report")

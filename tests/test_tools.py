@@ -36,8 +36,16 @@ def test_tool_schemas_are_openai_functions():
         (None, "{}", "unknown tool 'None'"),
         ("evict", '{"seq_id": "r1"', "arguments are not valid JSON"),
         ("evict", '["r1"]', "arguments must be a JSON object"),
-        ("evict", "{}", "evict needs a seq_id string"),
-        ("evict", '{"seq_id": 1}', "evict needs a seq_id string"),
+        ("evict", "{}", "evict: missing argument 'seq_id'"),
+        ("evict", '{"seq_id": 1}', "evict: seq_id must be a string, got number"),
+        ("evict", '{"seq_id": " "}', "evict needs a seq_id string"),
+        ("evict", '{"seq_id": "r1", "now": true}', "evict: unexpected argument 'now'"),
+        ("noop", '{"seq_id": "r1"}', "noop: unexpected argument 'seq_id'"),
+        ("evict", "[" * 100_000, "arguments longer than 4096 characters"),
+        ("evict", "[" * 4000, "arguments are not valid JSON"),
+        ("evict", '{"seq_id": "' + "x" * 5000 + '"}', "arguments longer than 4096"),
+        ("evict", '{"seq_id": "' + "y" * 3000 + '"}', "unknown seq_id 'yyyy"),
+        ("evict", '{"seq_id": "\\ud800"}', "unknown seq_id"),
         ("compress", '{"seq_id": "r77"}', "unknown seq_id 'r77'; valid ids: r1"),
         ("evict", '{"seq_id": "r2"}', "r2 already finished"),
     ],
@@ -47,6 +55,8 @@ def test_bad_calls_are_errors_counted_and_harmless(sim, name, arguments, expecte
     outcome = call_tool(sim, name, arguments)
     assert not outcome.ok and expected in outcome.message
     assert outcome.message.startswith("error: ") and "\n" not in outcome.message
+    assert len(outcome.message) <= 200
+    outcome.message.encode("utf-8")  # no lone surrogate reaches the next request
     assert sim.engine.pool.used == used
     sim.step()
     assert sim.record().invalid_calls == 1

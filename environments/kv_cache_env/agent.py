@@ -15,18 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .prompt import system_prompt, turn_message
+from .replies import ToolCall, clean_text
 from .sim import Simulator, StepStats
-from .tools import TOOLS, call_tool
+from .tools import TOOLS, run_call
 
 Message = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str
-    """Raw JSON text as the model produced it (may be malformed)."""
 
 
 @dataclass(slots=True)
@@ -67,12 +60,14 @@ ChatFn = Callable[[list[Message], list[dict[str, Any]]], Awaitable[ModelReply]]
 
 def assistant_message(reply: ModelReply, turn: int) -> tuple[Message, list[ToolCall]]:
     """The assistant message to keep in the conversation for `reply`, and its tool calls with
-    ids filled in (`call_{turn}_{i}` where the model gave none)."""
-    calls = [
-        ToolCall(call.id or f"call_{turn}_{i}", call.name, call.arguments)
-        for i, call in enumerate(reply.tool_calls)
-    ]
-    message: Message = {"role": "assistant", "content": reply.content or ""}
+    ids filled in (`call_{turn}_{i}` where the model gave none or repeated one)."""
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for i, call in enumerate(reply.tool_calls):
+        call_id = call.id if call.id and call.id not in seen else f"call_{turn}_{i}"
+        seen.add(call_id)
+        calls.append(ToolCall(call_id, call.name, call.arguments, call.problem, call.invalid_count))
+    message: Message = {"role": "assistant", "content": clean_text(reply.content or "")}
     if calls:
         message["tool_calls"] = [
             {
@@ -117,7 +112,7 @@ async def play_episode(
             {
                 "role": "tool",
                 "tool_call_id": call.id,
-                "content": call_tool(sim, call.name, call.arguments).message,
+                "content": run_call(sim, call).message,
             }
             for call in calls
         ]

@@ -1,5 +1,9 @@
 """The agent loop's chat function over the official `openai` client (any OpenAI-compatible
-chat-completions endpoint: a provider, a local server, or verifiers' per-rollout interception)."""
+chat-completions endpoint: a provider, a local server, or verifiers' per-rollout interception).
+
+The SDK sends the request and retries transport failures (429, 5xx, timeouts); the raw body of
+its answer goes through `kv_cache_env.responses.openai_reply`, so a 200 that is not a chat
+completion is a `ProviderError`, retried the same number of times, never a crash."""
 
 from __future__ import annotations
 
@@ -8,12 +12,11 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
-from .agent import ChatFn, ModelReply, TokenUsage, ToolCall
+from .agent import ChatFn, ModelReply
+from .responses import ProviderError, openai_reply, with_retries
 
-
-class EmptyReplyError(Exception):
-    """The endpoint answered without any choice."""
-
+EmptyReplyError = ProviderError
+"""Kept for callers of the first version: an endpoint that answered without a completion."""
 
 Prepare = Callable[[list[dict[str, Any]], list[dict[str, Any]]], list[dict[str, Any]]]
 """Rewrites the messages of one request just before it is sent (e.g. `cache_control` parts)."""
@@ -28,21 +31,16 @@ def openai_chat(
     extra = dict(sampling or {})
 
     async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
-        response = await client.chat.completions.create(
-            model=model,
-            messages=prepare(messages, tools) if prepare else joined_text(messages),  # type: ignore[arg-type]
-            tools=tools,  # type: ignore[arg-type]
-            **extra,
-        )
-        if not response.choices:
-            raise EmptyReplyError("the endpoint returned no choices")
-        message = response.choices[0].message
-        calls = tuple(
-            ToolCall(call.id or "", call.function.name, call.function.arguments or "")
-            for call in message.tool_calls or []
-            if getattr(call, "function", None) is not None
-        )
-        return ModelReply(message.content, calls, _usage(response.usage))
+        async def send() -> bytes:
+            raw = await client.chat.completions.with_raw_response.create(
+                model=model,
+                messages=prepare(messages, tools) if prepare else joined_text(messages),  # type: ignore[arg-type]
+                tools=tools,  # type: ignore[arg-type]
+                **extra,
+            )
+            return raw.http_response.content
+
+        return await with_retries(send, openai_reply, client.max_retries)
 
     return chat
 
@@ -60,16 +58,3 @@ def joined_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             message = {**message, "content": "".join(p.get("text", "") for p in content)}
         out.append(message)
     return out
-
-
-def _usage(usage: Any) -> TokenUsage:
-    """OpenAI usage fields; `cache_write_tokens` where the endpoint reports it (OpenRouter)."""
-    if usage is None:
-        return TokenUsage()
-    details = getattr(usage, "prompt_tokens_details", None)
-    return TokenUsage(
-        input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-        cached_input_tokens=getattr(details, "cached_tokens", 0) or 0,
-        output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        cache_write_input_tokens=getattr(details, "cache_write_tokens", 0) or 0,
-    )

@@ -3,16 +3,17 @@ that turns one tool call (name + raw JSON arguments) into a validated simulator 
 
 Nothing a model sends can crash an episode: an unknown tool, arguments that are not JSON, a
 missing or mistyped `seq_id`, an unknown or gone sequence, compressing int4, swapping a swapped
-sequence... each becomes a one-line error naming what was wrong and what is valid, is counted in
+sequence, extra or missing arguments, a call without a function (`replies`)... each becomes a
+one-line error (at most 200 characters) naming what was wrong and what is valid, is counted in
 `invalid_calls`, and the episode goes on. Policies and tools share `Simulator.apply`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from .replies import ToolCall, arguments_text, clean_text, echo, one_line, parse_arguments
 from .sim import ACTION_KINDS, Simulator, make_action
 
 _SEQ_ID = {
@@ -67,43 +68,42 @@ class ToolOutcome:
 
 
 def call_tool(sim: Simulator, name: object, arguments: object) -> ToolOutcome:
-    """Carry out one tool call on `sim`; `arguments` is the raw JSON string (or a dict)."""
-    label = name if isinstance(name, str) else repr(name)
+    """Carry out one tool call on `sim`; `arguments` is the raw JSON string (or a dict).
+    Never raises: every malformed call is answered (see `replies`) and counted invalid."""
+    label = clean_text(name)[:64] if isinstance(name, str) else repr(name)[:64]
     if name not in TOOL_NAMES:
-        return _invalid(sim, label, f"unknown tool {label!r}; tools: {', '.join(TOOL_NAMES)}")
-    args: Any = arguments
-    if isinstance(arguments, str):
-        if not arguments.strip():
-            args = {}
-        else:
-            try:
-                args = json.loads(arguments)
-            except json.JSONDecodeError as error:
-                return _invalid(
-                    sim,
-                    label,
-                    f"{label}: arguments are not valid JSON ({error.msg} at char {error.pos}); "
-                    f"expected {_example(label)}",
-                )
-    elif arguments is None:
-        args = {}
-    if not isinstance(args, dict):
         return _invalid(
-            sim, label, f"{label}: arguments must be a JSON object like {_example(label)}"
+            sim, label, f"unknown tool {echo(label, 40)}; tools: {', '.join(TOOL_NAMES)}"
         )
+    text = arguments_text(arguments)
+    if text is None:
+        return _invalid(sim, label, f"{label}: arguments are not serialisable JSON")
+    args = parse_arguments(label, text, _SCHEMAS[label])
+    if isinstance(args, str):
+        return _invalid(sim, label, args)
     action = make_action(label, args.get("seq_id"))
     if isinstance(action, str):
         return _invalid(sim, label, action)
     result = sim.apply(action)
-    return ToolOutcome(
-        label, result.ok, result.message if result.ok else f"error: {result.message}"
-    )
+    message = result.message if result.ok else f"error: {result.message}"
+    return ToolOutcome(label, result.ok, one_line(message))
 
 
-def _example(name: str) -> str:
-    return "{}" if name == "noop" else '{"seq_id": "r12"}'
+def run_call(sim: Simulator, call: ToolCall) -> ToolOutcome:
+    """`call_tool` for a call from the reply boundary: a malformed call (`call.problem`) is
+    answered with its problem and counted as the invalid calls it stands for."""
+    if call.problem is not None:
+        for _ in range(call.invalid_count):
+            sim.count_invalid()
+        return ToolOutcome(call.name, False, one_line(f"error: {call.problem}"))
+    return call_tool(sim, call.name, call.arguments)
+
+
+_SCHEMAS: dict[str, dict[str, Any]] = {
+    tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOLS
+}
 
 
 def _invalid(sim: Simulator, name: str, message: str) -> ToolOutcome:
     sim.count_invalid()
-    return ToolOutcome(name, False, f"error: {message}")
+    return ToolOutcome(name, False, one_line(f"error: {message}"))

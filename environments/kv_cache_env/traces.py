@@ -10,7 +10,9 @@ buckets (Mooncake's ~3 s) are spread evenly over the gap to the next distinct ti
 episode is a window of `warmup_steps + steps` at an offset drawn from the seed; `full=True`
 replays the whole trace. Traces carry no block type, priority or decode speed: those are drawn
 per request from the scenario's mix and ranges with the episode's seed, and documented as such.
-A malformed line raises `TraceError` naming the file and the line.
+A malformed line raises `TraceError` naming the file and the line: bytes that are not UTF-8
+text, and numbers outside `limits` (non-finite or negative timestamps, a span over
+`MAX_TRACE_SPAN_S`, requests over `MAX_REQUEST_TOKENS`), included.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
@@ -25,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .limits import check_span, check_tokens, trace_seconds
 from .sim import Request, Scenario, Schedule, get_scenario
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -62,6 +66,7 @@ def load_trace(path: str | Path) -> Trace:
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such trace file")
+    _check_text(path)
     if path.suffix == ".jsonl":
         return load_mooncake(path)
     if path.suffix == ".csv":
@@ -80,7 +85,7 @@ def load_mooncake(path: str | Path) -> Trace:
                 item = json.loads(line)
                 if not isinstance(item, dict):
                     raise ValueError("not a JSON object")
-                timestamp = float(item["timestamp"]) / 1000.0
+                timestamp = trace_seconds(item["timestamp"], "timestamp", 1000.0)
                 input_tokens = _count(item["input_length"], "input_length")
                 output_tokens = _count(item["output_length"], "output_length")
                 hashes = item["hash_ids"]
@@ -115,7 +120,7 @@ def load_azure(path: str | Path) -> Trace:
         ]:
             raise TraceError(f"{path}:1: expected header TIMESTAMP,ContextTokens,GeneratedTokens")
         start: datetime | None = None
-        for number, fields in enumerate(reader, start=2):
+        for number, fields in enumerate(_csv_rows(reader, path), start=2):
             if not fields:
                 continue
             try:
@@ -124,6 +129,7 @@ def load_azure(path: str | Path) -> Trace:
                 moment = _azure_time(fields[0])
                 start = start or moment
                 seconds = (moment - start).total_seconds()
+                check_span(abs(seconds), "TIMESTAMP")
                 rows.append(
                     (
                         seconds,
@@ -135,6 +141,35 @@ def load_azure(path: str | Path) -> Trace:
             except ValueError as error:
                 raise TraceError(f"{path}:{number}: {error}") from None
     return Trace(str(path), "azure", _spread(rows, path), None)
+
+
+def _check_text(path: Path) -> None:
+    """TraceError at the first line holding bytes that are not UTF-8 text, or a NUL."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read it ({error.strerror})") from None
+    bad = data.find(b"\0")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        bad = error.start if bad < 0 else min(bad, error.start)
+    if bad >= 0:
+        line = data.count(b"\n", 0, bad) + 1
+        raise TraceError(f"{path}:{line}: not UTF-8 text (a binary file?)")
+
+
+def _csv_rows(reader: Iterator[list[str]], path: Path) -> Iterator[list[str]]:
+    """`reader`'s rows; a row csv cannot split (an over-long field) is a TraceError."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            line = getattr(reader, "line_num", 0)
+            raise TraceError(f"{path}:{line}: {error}") from None
+        yield row
 
 
 def _azure_time(text: str) -> datetime:
@@ -154,9 +189,7 @@ def _count(value: object, name: str) -> int:
         number = int(str(value).strip())
     except ValueError:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if number < 0:
-        raise ValueError(f"{name} must be >= 0, got {number}")
-    return number
+    return check_tokens(number, name)
 
 
 def _spread(

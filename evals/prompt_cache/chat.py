@@ -10,12 +10,12 @@ where the endpoint reports it, `cache_write_tokens`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from kv_cache_env.agent import ChatFn, ModelReply, TokenUsage, ToolCall
-from kv_cache_env.openai_chat import EmptyReplyError, openai_chat
+from kv_cache_env.agent import ChatFn, ModelReply, TokenUsage
+from kv_cache_env.openai_chat import openai_chat
+from kv_cache_env.responses import anthropic_reply, with_retries
 
 from .render import anthropic_request, openai_cached_messages
 from .requests import split_request
@@ -40,17 +40,12 @@ def anthropic_chat(
 
     async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
         request = anthropic_request(messages, tools, _plan(planner, messages, tools))
-        response = await client.messages.create(model=model, **request, **extra)
-        blocks = list(getattr(response, "content", None) or [])
-        if not blocks and getattr(response, "stop_reason", None) is None:
-            raise EmptyReplyError("the endpoint returned no content")
-        texts = [b.text for b in blocks if getattr(b, "type", None) == "text"]
-        calls = tuple(
-            ToolCall(b.id or "", b.name, json.dumps(b.input))
-            for b in blocks
-            if getattr(b, "type", None) == "tool_use"
-        )
-        return ModelReply("".join(texts) or None, calls, anthropic_usage(response.usage))
+
+        async def send() -> bytes:
+            raw = await client.messages.with_raw_response.create(model=model, **request, **extra)
+            return raw.http_response.content
+
+        return await with_retries(send, anthropic_reply, client.max_retries)
 
     return chat
 

@@ -11,11 +11,11 @@ it from the visible context before the step.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..agent import ChatFn, TokenUsage, ToolCall, Transcript, assistant_message
+from ..replies import arguments_text, echo, one_line, parse_arguments
 from .episode import ActionError, ContextEpisode, ContextObservation
 
 Message = dict[str, Any]
@@ -50,6 +50,7 @@ CONTEXT_TOOLS: list[dict[str, Any]] = [
                     "blocks": {"type": "array", "items": {"type": "integer", "minimum": 0}}
                 },
                 "required": ["blocks"],
+                "additionalProperties": False,
             },
         },
     },
@@ -62,6 +63,7 @@ CONTEXT_TOOLS: list[dict[str, Any]] = [
                 "type": "object",
                 "properties": {"index": {"type": "integer", "minimum": 0}},
                 "required": ["index"],
+                "additionalProperties": False,
             },
         },
     },
@@ -75,6 +77,7 @@ CONTEXT_TOOLS: list[dict[str, Any]] = [
                 "type": "object",
                 "properties": {"query": {"type": "string"}},
                 "required": ["query"],
+                "additionalProperties": False,
             },
         },
     },
@@ -83,10 +86,13 @@ CONTEXT_TOOLS: list[dict[str, Any]] = [
         "function": {
             "name": "noop",
             "description": "Do nothing this turn.",
-            "parameters": {"type": "object", "properties": {}},
+            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
         },
     },
 ]
+_SCHEMAS: dict[str, dict[str, Any]] = {
+    tool["function"]["name"]: tool["function"]["parameters"] for tool in CONTEXT_TOOLS
+}
 
 
 def context_system_prompt(max_blocks: int) -> str:
@@ -153,35 +159,35 @@ def observation_message(obs: ContextObservation) -> Message:
 
 
 def call_context_tool(episode: ContextEpisode, call: ToolCall) -> str:
-    """Apply one tool call; every error comes back as text, counts as an invalid action and
-    changes nothing."""
-    try:
-        arguments = json.loads(call.arguments or "{}")
-        if not isinstance(arguments, dict):
-            raise ValueError("arguments must be a JSON object")
-        if call.name == "evict_blocks":
-            blocks = arguments.get("blocks")
-            if not isinstance(blocks, list) or not all(type(b) is int for b in blocks):
-                raise ValueError("blocks must be a list of integers")
-            return episode.evict_blocks(blocks)
-        if call.name == "evict_message":
-            index = arguments.get("index")
-            if type(index) is not int:
-                raise ValueError("index must be an integer")
-            return episode.evict_message(index)
-        if call.name == "recall":
-            query = arguments.get("query")
-            if not isinstance(query, str):
-                raise ValueError("query must be a string")
-            return episode.recall(query)
-        if call.name == "noop":
-            return "ok"
-        raise ValueError(f"unknown tool {call.name!r}")
-    except ActionError as error:  # already counted by the episode
-        return f"error: {error}"
-    except ValueError as error:
+    """Apply one tool call; every error comes back as one line of text, counts as an invalid
+    action and changes nothing. Never raises on model input (see `kv_cache_env.replies`)."""
+    if call.problem is not None:
+        for _ in range(call.invalid_count):
+            episode.count_invalid()
+        return one_line(f"error: {call.problem}")
+    schema = _SCHEMAS.get(call.name) if isinstance(call.name, str) else None
+    if schema is None:
         episode.count_invalid()
-        return f"error: {error}"
+        return one_line(f"error: unknown tool {echo(call.name, 40)}; tools: {', '.join(_SCHEMAS)}")
+    text = arguments_text(call.arguments)
+    arguments = (
+        parse_arguments(call.name, text, schema)
+        if text is not None
+        else f"{call.name}: arguments are not serialisable JSON"
+    )
+    if isinstance(arguments, str):
+        episode.count_invalid()
+        return one_line(f"error: {arguments}")
+    try:
+        if call.name == "evict_blocks":
+            return episode.evict_blocks(arguments["blocks"])
+        if call.name == "evict_message":
+            return episode.evict_message(arguments["index"])
+        if call.name == "recall":
+            return episode.recall(arguments["query"])
+        return "ok"
+    except ActionError as error:  # already counted by the episode
+        return one_line(f"error: {error}")
 
 
 async def play_context_episode(

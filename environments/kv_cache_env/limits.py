@@ -1,0 +1,53 @@
+"""The limits a trace replay enforces on the numbers it reads (listed in the README, "Failure
+behaviour"). Every number from a trace file passes through here where its record is parsed, so
+a bad one is a `ValueError` naming the field, which the reader turns into FILE:LINE.
+
+- `MAX_REQUEST_TOKENS`: the most prompt (or output) tokens one request may have. It is the
+  replay's `max_prompt_tokens` (2^20): a larger request could never be served as recorded.
+- `MAX_TRACE_SPAN_S`: the longest span of arrival times a trace may cover (8 days; the public
+  traces cover one hour to one week). `--full` replays one engine step per trace second, so a
+  bogus timestamp (1e12 ms) would otherwise ask for billions of steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_REQUEST_TOKENS = 1 << 20
+MAX_TRACE_SPAN_S = 8 * 24 * 3600
+
+
+def check_tokens(number: int, name: str) -> int:
+    """`number` if it is a token count a replay accepts; ValueError naming `name` otherwise."""
+    if number < 0:
+        raise ValueError(f"{name} must be >= 0, got {number}")
+    if number > MAX_REQUEST_TOKENS:
+        raise ValueError(
+            f"{name} {number} exceeds the largest request a replay accepts "
+            f"({MAX_REQUEST_TOKENS} tokens)"
+        )
+    return number
+
+
+def trace_seconds(value: object, name: str, per_second: float = 1.0) -> float:
+    """A timestamp (`per_second` units per second, e.g. 1000 for ms) in seconds; ValueError
+    unless it is a finite number within [0, MAX_TRACE_SPAN_S] seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {str(value)[:40]!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {number}")
+    seconds = number / per_second
+    check_span(seconds, name)
+    return seconds
+
+
+def check_span(seconds: float, name: str) -> None:
+    if not 0 <= seconds <= MAX_TRACE_SPAN_S:
+        raise ValueError(
+            f"{name} is {seconds:.6g} s from the trace's start; it must lie within "
+            f"[0, {MAX_TRACE_SPAN_S}] s (the longest trace span a replay accepts)"
+        )

@@ -1,0 +1,140 @@
+"""The command line's edge: every number and path a user hands `kvarena` is checked here before
+anything runs, and anything that still escapes becomes one line, never a traceback.
+
+- `check_options`: CLI numbers are finite and within `OPTION_LIMITS` (click's own ranges let
+  `nan` and `inf` through: `nan < 1` is false). The error names the option.
+- `parse_weights`: `--weights` is a JSON object of known components to finite numbers with
+  magnitude at most `MAX_WEIGHT` (so a reward can always be written as JSON).
+- `check_out_dir`: an output directory that is a file, or cannot be created or written, is
+  refused before the run, naming the option.
+- `SafeGroup`: the top-level handler. An unexpected exception prints `error: <type>: <message>`
+  on one line and a pointer to `--debug` (or `KVARENA_DEBUG=1`), which shows the traceback.
+  Input errors exit with status 2 (`_fail` in `cli`), an unexpected error with 1, Ctrl-C 130.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import typer
+import typer.core
+from typer.exceptions import TyperException
+
+from kv_cache_env.replies import one_line
+
+MAX_WEIGHT = 1e6
+"""Largest |weight| accepted: rewards stay finite whatever the components."""
+
+OPTION_LIMITS: dict[str, tuple[float, float]] = {
+    "--episodes": (1, 100_000),
+    "--seed": (0, 2**62),
+    "--steps": (1, 100_000),
+    "--concurrency": (1, 256),
+    "--workers": (1, 256),
+    "--history-turns": (0, 100_000),
+    "--timeout": (1, 3600),
+    "--max-retries": (0, 20),
+    "--temperature": (0, 2),
+    "--max-tokens": (1, 1 << 20),
+    "--max-blocks": (1, 1 << 20),
+}
+"""Inclusive ranges of the numeric options (documented in the README)."""
+
+
+class InputError(ValueError):
+    """Bad user input; the message names the option, or FILE:LINE."""
+
+
+def check_options(values: Mapping[str, float | int | None]) -> None:
+    """InputError for the first option (by name, e.g. "--timeout") that is not finite or lies
+    outside `OPTION_LIMITS`; None values (unset) pass."""
+    for option, value in values.items():
+        if value is None:
+            continue
+        lo, hi = OPTION_LIMITS[option]
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{option}: must be a finite number, got {value}")
+        if not lo <= value <= hi:
+            raise InputError(f"{option}: must be between {_fmt(lo)} and {_fmt(hi)}, got {value:g}")
+
+
+def _fmt(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
+def parse_weights(
+    text: str | None, components: Iterable[str], option: str = "--weights"
+) -> dict[str, float]:
+    """`--weights` JSON -> {component: weight}; InputError naming the option and the key."""
+    if not text:
+        return {}
+    known = list(components)
+
+    def no_constants(name: str) -> Any:
+        raise InputError(f"{option}: {name} is not a number (weights must be finite)")
+
+    try:
+        raw = json.loads(text, parse_constant=no_constants)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{option}: not JSON ({error.msg} at char {error.pos})") from None
+    except RecursionError:
+        raise InputError(f"{option}: not JSON (nested too deep)") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{option}: expected a JSON object of component -> weight")
+    weights: dict[str, float] = {}
+    for name, value in raw.items():
+        if name not in known:
+            raise InputError(
+                one_line(f"{option}: unknown component {name!r}; known: {', '.join(known)}")
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InputError(
+                one_line(f"{option}: {name} must be a number, got {json.dumps(value)[:40]}")
+            )
+        if not math.isfinite(value) or abs(value) > MAX_WEIGHT:
+            raise InputError(f"{option}: {name} must be finite and at most {MAX_WEIGHT:g} in size")
+        weights[name] = float(value)
+    return weights
+
+
+def check_out_dir(path: Path, option: str = "--out") -> None:
+    """Create `path` (and parents) or raise InputError naming `option` and why."""
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{option} {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{option} {path}: cannot create it ({error.strerror or error})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: not writable")
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("KVARENA_DEBUG", "") not in ("", "0")
+
+
+class SafeGroup(typer.core.TyperGroup):
+    """The top-level handler: no traceback unless `--debug` / KVARENA_DEBUG=1."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
+        except InputError as error:
+            typer.echo(f"error: {one_line(str(error), 400)}", err=True)
+            raise typer.Exit(2) from None
+        except Exception as error:
+            if ctx.params.get("debug") or debug_enabled():
+                raise
+            message = one_line(f"{type(error).__name__}: {error}", 300)
+            typer.echo(
+                f"error: unexpected {message} (a bug; rerun with --debug for the traceback)",
+                err=True,
+            )
+            raise typer.Exit(1) from None

@@ -1,0 +1,133 @@
+"""Reading result lines someone else wrote: one `results.jsonl` line -> a result object, or the
+problems that make it unusable. Used by `kvarena report` (which names the bad line) and when a
+run is resumed (a bad line is run again, not kept).
+
+`results.validate` checks what a result means (the reward is the weighted sum, the components
+are the rubric's); it assumes the types are right. This module checks the types first, so a
+line with `components: null` on an ok episode, `reward: "high"`, a string seed,
+`series.usage: "abc"`, NaN or Infinity anywhere, or bytes that are not UTF-8 is reported, never
+a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .results import validate
+
+
+class _Constant(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _Constant(f"{name} is not a finite number")
+
+
+def parse_line(line: bytes | str) -> tuple[dict[str, Any] | None, list[str]]:
+    """(result, []) for a usable line; (None, problems) otherwise."""
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            return None, [f"not UTF-8 text (byte {error.start})"]
+    try:
+        value = json.loads(line, parse_constant=_no_constant)
+    except _Constant as error:
+        return None, [str(error)]
+    except json.JSONDecodeError as error:
+        return None, [f"not JSON ({error.msg})"]
+    except (ValueError, RecursionError):
+        return None, ["not JSON (nested too deep or a number too long)"]
+    problems = check_result(value)
+    return (value if not problems else None), problems
+
+
+def check_result(value: object) -> list[str]:
+    """Problems with a parsed result object: types first, then `results.validate`."""
+    if not isinstance(value, dict):
+        return [f"not a JSON object (got {type(value).__name__})"]
+    problems = _type_problems(value)
+    return problems or validate(value)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _numbers(value: object, name: str, *, nullable_values: bool = False) -> str | None:
+    if not isinstance(value, dict):
+        return f"{name} must be an object, got {_kind(value)}"
+    for key, item in value.items():
+        if item is None and nullable_values:
+            continue
+        if not _finite(item):
+            return f"{name}.{key} must be a finite number, got {_kind(item)}"
+    return None
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return {type(None): "null", bool: "boolean", str: "string", list: "array", dict: "object"}.get(
+        type(value), "number"
+    )
+
+
+def _type_problems(result: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+
+    def expect(ok: bool, message: str) -> None:
+        if not ok:
+            problems.append(message)
+
+    get = result.get
+    if "schema_version" in result:
+        expect(_int(get("schema_version")), "schema_version must be an integer")
+    for name in ("agent", "scenario", "status"):
+        if name in result:
+            expect(isinstance(get(name), str), f"{name} must be a string, got {_kind(get(name))}")
+    if "seed" in result:
+        expect(_int(get("seed")), f"seed must be an integer, got {_kind(get('seed'))}")
+    if "error" in result:
+        expect(get("error") is None or isinstance(get("error"), str), "error must be a string")
+    if get("reward") is not None:
+        reward = get("reward")
+        expect(_finite(reward), f"reward must be a finite number, got {_kind(reward)}")
+    if "weights" in result:
+        problem = _numbers(get("weights"), "weights")
+        expect(problem is None, problem or "")
+    ok = get("status") == "ok"
+    for name in ("components", "metrics"):
+        if get(name) is not None or (ok and name in result):
+            problem = _numbers(get(name), name)
+            expect(problem is None, problem or "")
+    series = get("series")
+    if series is not None or (ok and "series" in result):
+        if not isinstance(series, dict):
+            problems.append(f"series must be an object, got {_kind(series)}")
+        else:
+            for key, values in series.items():
+                if not isinstance(values, list) or not all(_finite(v) for v in values):
+                    problems.append(f"series.{key} must be an array of finite numbers")
+                    break
+    usage = get("usage")
+    usage_ok = isinstance(usage, dict) and all(_int(v) and v >= 0 for v in usage.values())
+    if usage is not None and not usage_ok:
+        problems.append("usage must be an object of non-negative integers")
+    record = get("record")
+    if ok and "record" in result:
+        expect(isinstance(record, dict), f"record must be an object, got {_kind(record)}")
+    weights, components = get("weights"), get("components")
+    if ok and isinstance(weights, dict) and isinstance(components, dict):
+        missing = sorted(set(components) - set(weights))
+        expect(not missing, f"weights lack {', '.join(missing[:3])}")
+    if ok and "reward" in result:
+        expect(get("reward") is not None, "an ok episode needs a reward")
+    return problems
