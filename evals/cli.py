@@ -2,7 +2,8 @@
 
 kvarena eval                      # built-in policies x easy/medium/hard, no API key
 kvarena eval -p lru,lookahead -s hard -n 50 --seed 7 -o runs/hard
-kvarena eval -p lru --trace ../shared/traces/mooncake_conversation_trace.jsonl --full
+kvarena eval -p lru --trace mooncake-conversation --full   # or --trace path/to/trace.jsonl
+kvarena traces                    # the built-in traces
 kvarena bench [--json]
 kvarena policies | kvarena scenarios
 """
@@ -122,7 +123,11 @@ def eval_command(
         ),
     ] = None,
     trace: Annotated[
-        Path | None, typer.Option(help="Replay a Mooncake .jsonl or Azure .csv trace.")
+        Path | None,
+        typer.Option(
+            help="Replay a trace: a built-in name (mooncake-conversation, azure-conv-2023; see "
+            "kvarena traces) or a Mooncake .jsonl / Azure .csv path (.gz allowed)."
+        ),
     ] = None,
     full: Annotated[bool, typer.Option(help="With --trace: replay the whole trace.")] = False,
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 10,
@@ -626,6 +631,17 @@ def scenarios_command() -> None:
     Console(width=max(out_console.width, 140)).print(table)
 
 
+@app.command("traces")
+def traces_command() -> None:
+    """List the built-in traces (`--trace NAME`): requests, duration and source."""
+    from .trace_list import builtin_trace_rows
+
+    table = Table("name", "requests", "duration", "prefix blocks", "source", "licence")
+    for row in builtin_trace_rows():
+        table.add_row(*row)
+    out_console.print(table)
+
+
 @app.command("serve-policy")
 def serve_policy_command(
     name: Annotated[str, typer.Argument(help="An observation-based policy, e.g. lru.")],
@@ -772,16 +788,18 @@ def validate_command(
 def bench_command(
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 1000,
     trace: Annotated[
-        Path | None, typer.Option(help="Mooncake trace for the replay figure.")
-    ] = None,
+        str,
+        typer.Option(help="Trace for the replay figure: a built-in name (kvarena traces) or path."),
+    ] = "mooncake-conversation",
     as_json: Annotated[bool, typer.Option("--json", help="Print figures as JSON.")] = False,
 ) -> None:
     """Measure simulator speed, the full-trace replay time and the observation size."""
-    from .bench import default_trace, run_bench
+    from kv_cache_env.trace_data import resolve_trace
 
-    if trace is not None and not trace.is_file():
+    from .bench import run_bench
+
+    if not resolve_trace(trace).is_file():
         raise _fail(f"{trace}: no such trace file")
-    trace = trace or default_trace()
     figures = run_bench(episodes=episodes, trace=trace, progress=None if as_json else console)
     if as_json:
         out_console.print_json(json.dumps(figures))
