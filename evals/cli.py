@@ -113,6 +113,13 @@ def eval_command(
         int | None, typer.Option(min=1, help="Cap on each reply's tokens.")
     ] = None,
     hints: Annotated[bool, typer.Option(help="Show pre-scored eviction candidates.")] = True,
+    constrain: Annotated[
+        bool,
+        typer.Option(
+            help="local: models: replies to the tools are tool calls by constrained decoding "
+            "(--no-constrain: free text, as llama.cpp's chatml-function-calling gives it)."
+        ),
+    ] = True,
     scenario: Annotated[
         list[str] | None,
         typer.Option(
@@ -199,7 +206,9 @@ def eval_command(
             if base_url:
                 raise _fail("a local: model is served here; drop --base-url")
             try:
-                local_server = LocalModelServer(model, log=Path(out or ".") / "local-model.log")
+                local_server = LocalModelServer(
+                    model, log=Path(out or ".") / "local-model.log", constrain=constrain
+                )
             except LocalModelError as error:
                 raise _fail(str(error)) from None
             name, label, base_url = local_server.alias, model, local_server.base_url
@@ -276,6 +285,7 @@ def eval_command(
         "prompt_cache": (DEFAULT_STRATEGY if spec.uses_tiers else "off") if spec else None,
         "concurrency": concurrency if model else None,
         "history_turns": history_turns,
+        "constrain": constrain if local_server is not None else None,
         "scenarios": tiers,
         "trace": str(trace) if trace else None,
         "full": full,
@@ -683,12 +693,19 @@ def serve_policy_command(
 def serve_model_command(
     model: Annotated[str, typer.Argument(help="local:smollm2 or local:/path/model.gguf")],
     port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
+    constrain: Annotated[
+        bool,
+        typer.Option(
+            help="local: models: replies to the tools are tool calls by constrained decoding "
+            "(--no-constrain: free text, as llama.cpp's chatml-function-calling gives it)."
+        ),
+    ] = True,
 ) -> None:
     """Serve a local GGUF model as an OpenAI-compatible endpoint with tool calls (loopback)."""
     from .local_model import LocalModelError, LocalModelServer
 
     try:
-        server = LocalModelServer(model, port=port)
+        server = LocalModelServer(model, port=port, constrain=constrain)
     except LocalModelError as error:
         raise _fail(str(error)) from None
     try:
