@@ -11,12 +11,13 @@ every turn. Here, when a request carries tools (and `tool_choice` is absent or `
 
 - the system message ends with a short description of the reply format;
 - the reply is generated under a GBNF grammar built from the tools: up to `MAX_CALLS` lines
-  `evict(r12)` / `compress(r12)` / `swap(r12)` / `noop()` (one per tool; a tool's one string
-  parameter is any 1-`MAX_STRING_CHARS` characters, optionally quoted), or nothing at all. The
-  grammar never lists the current sequence ids: the model still chooses which calls and which
-  ids, so invalid ids and poor choices stay possible and are scored as usual. (A JSON-list
-  grammar was tried first: under it SmolLM2-135M answered `[]` every time at temperature 0.
-  Lines that look like the system prompt's `evict(seq_id)` are what it starts to write.);
+  `evict(ID)` / `compress(ID)` / `swap(ID)` / `noop()` (one per tool with one string parameter
+  or none), or nothing at all. ID has the *shape* of a sequence id (a letter and digits, like
+  "r12"); the grammar never lists the current ids: the model still chooses which calls and
+  which ids, so invalid ids (gone, waiting, never existed) and poor choices stay possible and
+  are scored as usual. Tried first, at temperature 0 with SmolLM2-135M: a JSON-list grammar
+  (it answered `[]` every turn) and any-string ids (it wrote the placeholder `seq_id` from the
+  system prompt's tool list);
 - the lines are returned as the message's `tool_calls` (arguments as JSON text), so the client
   reads them like any hosted model's reply and the same tool dispatcher acts on them. An empty
   reply has no tool calls (the agent loop counts it as a noop).
@@ -34,10 +35,10 @@ import sys
 from typing import Any
 
 CHAT_FORMAT = "kvarena-tool-calls"
-MAX_CALLS = 8
+MAX_CALLS = 4
 """Calls per reply the grammar allows; it also bounds the reply's length."""
-MAX_STRING_CHARS = 16
-"""Longest string argument (a sequence id is like "r12")."""
+MAX_ID_DIGITS = 6
+"""Digits an id may have (ids are "r0", "r1", ...: a letter and a number)."""
 END = "<|im_end|>"
 
 
@@ -59,9 +60,9 @@ class UnsupportedTools(ValueError):
 
 
 def reply_grammar(tools: list[dict[str, Any]]) -> str:
-    """GBNF for a reply: up to MAX_CALLS lines `name(arg)` / `name()` naming `tools`, or nothing.
-    An argument is any 1-MAX_STRING_CHARS characters without quotes, parentheses, commas or
-    whitespace, optionally in double quotes: a format, never a list of ids."""
+    """GBNF for a reply: up to MAX_CALLS lines `name(ID)` / `name()` naming `tools`, or nothing.
+    ID has the shape of the simulator's sequence ids (a letter and 1-MAX_ID_DIGITS digits, like
+    "r12"), optionally in double quotes: a shape, never a list of the ids that exist."""
     calls = []
     for tool in tools:
         name = tool["function"]["name"]
@@ -73,18 +74,17 @@ def reply_grammar(tools: list[dict[str, Any]]) -> str:
             f'root ::= (call ("\\n" call){{0,{MAX_CALLS - 1}}})?',
             f"call ::= {' | '.join(calls)}",
             'arg ::= "\\"" id "\\"" | id',
-            f'id ::= [^()"\\n\\t ,]{{1,{MAX_STRING_CHARS}}}',
+            f"id ::= [A-Za-z] [0-9]{{1,{MAX_ID_DIGITS}}}",
         ]
     )
 
 
 def format_instructions(tools: list[dict[str, Any]]) -> str:
-    """What the system message adds: the reply format."""
-    names = ", ".join(t["function"]["name"] for t in tools)
+    """What the system message adds: the reply format (no sequence id is suggested)."""
+    calls = ", ".join(f"{t['function']['name']}({'ID' if _parameter(t) else ''})" for t in tools)
     return (
-        f"Reply with tool calls only, one per line (at most {MAX_CALLS}), like\n"
-        "compress(r12)\nevict(r7)\n"
-        f"Tools: {names}. An empty reply does nothing."
+        f"Reply with tool calls only, one per line (at most {MAX_CALLS}): {calls}, where ID is "
+        "a seq from the table (the candidates line lists some). An empty reply does nothing."
     )
 
 

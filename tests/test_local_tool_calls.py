@@ -45,18 +45,18 @@ def test_llama_cpp_compiles_the_grammar():
 
 
 def test_lines_become_openai_tool_calls_that_the_dispatcher_applies():
-    calls = ltc.tool_calls_from('compress(r1)\nevict("r0")\nswap(zz9)\nnoop()\n', TOOLS, "c1")
+    calls = ltc.tool_calls_from('compress(r1)\nevict("r0")\nswap(r999)\nnoop()\n', TOOLS, "c1")
     assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
         ("compress", {"seq_id": "r1"}),
         ("evict", {"seq_id": "r0"}),
-        ("swap", {"seq_id": "zz9"}),
+        ("swap", {"seq_id": "r999"}),
         ("noop", {}),
     ]
     assert len({c["id"] for c in calls}) == 4
     sim = Simulator(get_scenario("easy"), 0)
     outcomes = [call_tool(sim, c["function"]["name"], c["function"]["arguments"]) for c in calls]
     # an invented id is the model's mistake, scored like any other model's
-    assert outcomes[2].ok is False and "zz9" in outcomes[2].message
+    assert outcomes[2].ok is False and "r999" in outcomes[2].message
     assert outcomes[3].ok is True
     assert ltc.tool_calls_from("", TOOLS, "c") == []
     assert ltc.tool_calls_from("evict(r1", TOOLS, "c") is None  # cut off mid-call
