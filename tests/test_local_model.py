@@ -71,7 +71,7 @@ def test_a_short_easy_episode_with_the_real_local_model_acts(llama, tmp_path):
             "-o",
             str(out),
             "--timeout",
-            "120",
+            "300",
             "--temperature",
             "0",
         ],
