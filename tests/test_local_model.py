@@ -131,3 +131,22 @@ def test_sigterm_stops_the_server_too(llama, tmp_path):
         for _ in range(50):  # the server is reaped by its parent's stop(); allow a moment
             os.kill(server_pid, 0)
             time.sleep(0.1)
+
+
+def test_constrained_decoding_is_the_default_and_can_be_switched_off(llama):
+    from evals.local_model import LocalModelServer
+    from evals.local_tool_calls import CHAT_FORMAT
+
+    constrained = LocalModelServer("local:smollm2").command()
+    assert constrained[1:3] == ["-m", "evals.local_tool_calls"]
+    assert constrained[constrained.index("--chat_format") + 1] == CHAT_FORMAT
+    free = LocalModelServer("local:smollm2", constrain=False).command()
+    assert free[1:3] == ["-m", "llama_cpp.server"]
+    assert free[free.index("--chat_format") + 1] == "chatml-function-calling"
+    done = subprocess.run(
+        [sys.executable, "-m", "evals.cli", "eval", "--help"],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"COLUMNS": "200"},
+    )
+    assert "--no-constrain" in done.stdout
