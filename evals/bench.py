@@ -16,7 +16,6 @@ import asyncio
 import statistics
 import time
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -28,22 +27,13 @@ from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
 from .policies import create, decide
 from .runner import run_policy_episode
 
-TRACE_NAME = "mooncake_conversation_trace.jsonl"
+DEFAULT_TRACE = "mooncake-conversation"
 OBSERVATION_EPISODES = 100
 ENV_EPISODES = 50
 
 
-def default_trace() -> Path | None:
-    """The Mooncake trace in `../shared/traces/` next to the project or the working directory."""
-    roots = (Path.cwd(), Path(__file__).resolve().parents[1])
-    for root in roots:
-        candidate = root.parent / "shared" / "traces" / TRACE_NAME
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def run_bench(*, episodes: int, trace: Path | None, progress: Console | None) -> dict[str, Any]:
+def run_bench(*, episodes: int, trace: str, progress: Console | None) -> dict[str, Any]:
+    """`trace`: a built-in trace name (default: the packaged Mooncake trace) or a path."""
     figures: dict[str, Any] = {"episodes_per_scenario": episodes}
     bar = Progress(console=progress, disable=progress is None, transient=True)
     with bar:
@@ -52,11 +42,8 @@ def run_bench(*, episodes: int, trace: Path | None, progress: Console | None) ->
             figures.update(_scenario_speed(tier, episodes, partial(bar.advance, task)))
         task = bar.add_task("env turn overhead", total=ENV_EPISODES)
         figures.update(_env_overhead(partial(bar.advance, task)))
-        if trace is not None:
-            task = bar.add_task("mooncake replay x3", total=3)
-            figures.update(_trace_replay(trace, partial(bar.advance, task)))
-        else:
-            figures["mooncake_replay"] = f"skipped: {TRACE_NAME} not found"
+        task = bar.add_task("mooncake replay x3", total=3)
+        figures.update(_trace_replay(trace, partial(bar.advance, task)))
     return figures
 
 
@@ -98,7 +85,7 @@ def _observation_sizes(scenario, seed: int) -> list[int]:  # type: ignore[no-unt
     return sizes
 
 
-def _trace_replay(path: Path, tick) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _trace_replay(path: str, tick) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     trace = load_trace(path)
     load_s = time.perf_counter() - start

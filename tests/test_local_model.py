@@ -1,8 +1,9 @@
 """The `local:` model option: a real GGUF model behind llama-cpp-python, no API key.
 
-The end-to-end test plays one whole `easy` episode with SmolLM2-135M and asserts what must
-hold whatever the model says. It needs the `local` extra (the README's test command installs
-it); in CI its absence is a failure, elsewhere a skip.
+The end-to-end test plays a 5-turn `easy` episode with SmolLM2-135M (temperature 0, seed 0),
+asserts what must hold whatever the model says, and that under constrained decoding (the
+default) at least one of its tool calls was valid and applied. It needs the `local` extra (the
+README's test command installs it); in CI its absence is a failure, elsewhere a skip.
 """
 
 import importlib.util
@@ -51,7 +52,7 @@ def llama():
         pytest.skip(message)
 
 
-def test_one_full_easy_episode_with_the_real_local_model(llama, tmp_path):
+def test_a_short_easy_episode_with_the_real_local_model_acts(llama, tmp_path):
     out = tmp_path / "run"
     done = subprocess.run(
         [
@@ -65,23 +66,25 @@ def test_one_full_easy_episode_with_the_real_local_model(llama, tmp_path):
             "easy",
             "-n",
             "1",
+            "--steps",
+            "5",
             "-o",
             str(out),
             "--timeout",
-            "120",
+            "300",
             "--temperature",
             "0",
         ],
         capture_output=True,
         text=True,
-        timeout=1500,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     (line,) = (out / "results.jsonl").read_text().splitlines()
     result = json.loads(line)
     assert result["agent"] == "local:smollm2" and result["status"] == "ok", result["error"]
     assert validate(result) == []  # components present, reward = their weighted sum
-    assert result["record"]["turns"] == 15  # the episode completed all its steps
+    assert result["record"]["turns"] == 5  # the episode completed all its steps
     (transcript_file,) = (out / "transcripts").iterdir()
     transcript = json.loads(transcript_file.read_text())
     tool_messages = [m for m in transcript["messages"] if m["role"] == "tool"]
@@ -95,7 +98,12 @@ def test_one_full_easy_episode_with_the_real_local_model(llama, tmp_path):
     errors = [m for m in tool_messages if m["content"].startswith("error: ")]
     assert len(errors) == result["metrics"]["invalid_calls"]  # every bad call counted
     assert result["usage"]["input_tokens"] > 0
-    leftover = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True)
+    # constrained decoding: the model's replies are tool calls, and at least one was applied
+    assert calls, "the constrained local model made no tool call"
+    assert len(errors) < len(tool_messages), [m["content"] for m in tool_messages]
+    leftover = subprocess.run(
+        ["pgrep", "-f", "llama_cpp.server|evals.local_tool_calls"], capture_output=True
+    )
     assert leftover.returncode == 1, "the local model server was not stopped"
 
 
@@ -123,3 +131,22 @@ def test_sigterm_stops_the_server_too(llama, tmp_path):
         for _ in range(50):  # the server is reaped by its parent's stop(); allow a moment
             os.kill(server_pid, 0)
             time.sleep(0.1)
+
+
+def test_constrained_decoding_is_the_default_and_can_be_switched_off(llama):
+    from evals.local_model import LocalModelServer
+    from evals.local_tool_calls import CHAT_FORMAT
+
+    constrained = LocalModelServer("local:smollm2").command()
+    assert constrained[1:3] == ["-m", "evals.local_tool_calls"]
+    assert constrained[constrained.index("--chat_format") + 1] == CHAT_FORMAT
+    free = LocalModelServer("local:smollm2", constrain=False).command()
+    assert free[1:3] == ["-m", "llama_cpp.server"]
+    assert free[free.index("--chat_format") + 1] == "chatml-function-calling"
+    done = subprocess.run(
+        [sys.executable, "-m", "evals.cli", "eval", "--help"],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"COLUMNS": "200"},
+    )
+    assert "--no-constrain" in done.stdout

@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,7 @@ from evals.report import ReportError, build_report, leaderboard, load_results, t
 from evals.results import dumps, episode_result
 from kv_cache_env.episodes import EpisodeSpec
 
-TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "azure_llm_2023_conv.csv"
+TRACE = "azure-conv-2023"  # the packaged copy (kv_cache_env.trace_data)
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -44,15 +43,11 @@ def runs(tmp_path_factory):
         episode_result(agent="some-model", scenario="hard", seed=0, record=None, error="HTTP 500")
     )
     tiers.append(run_job(EpisodeJob("lru", EpisodeSpec("hard", 1))) | {"agent": "some-model"})
-    trace = (
-        [
-            run_job(EpisodeJob(agent, EpisodeSpec("medium", seed, trace=str(TRACE))))
-            for agent in ("noop", "lru")
-            for seed in range(2)
-        ]
-        if TRACE.is_file()
-        else []
-    )
+    trace = [
+        run_job(EpisodeJob(agent, EpisodeSpec("medium", seed, trace=TRACE)))
+        for agent in ("noop", "lru")
+        for seed in range(2)
+    ]
     for name, results in (("tiers", tiers), ("trace", trace)):
         (root / name).mkdir()
         (root / name / "results.jsonl").write_text("".join(dumps(r) + "\n" for r in results))
@@ -82,8 +77,7 @@ def test_leaderboard_rows_counts_and_gap(runs, tmp_path):
     assert len(table) == 1 + len(rows)  # header + one row per agent x scenario
     assert "| hard | some-model | 2 | 1 |" in markdown
     assert "Student-t 95% CI" in markdown
-    if TRACE.is_file():
-        assert ("trace:azure_llm_2023_conv.csv", "lru") in by
+    assert ("trace:azure-conv-2023", "lru") in by
 
 
 def test_results_of_different_suite_versions_are_refused(runs, tmp_path):

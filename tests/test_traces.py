@@ -1,11 +1,12 @@
 """Trace parsing (Mooncake JSONL, Azure CSV), malformed input and schedules."""
 
+import gzip
 import json
-from pathlib import Path
 
 import pytest
 
 from kv_cache_env.sim import Simulator
+from kv_cache_env.trace_data import BUILTIN_TRACES, DATA_DIR, resolve_trace
 from kv_cache_env.traces import (
     TraceError,
     infinite_cache_hit_fraction,
@@ -14,10 +15,9 @@ from kv_cache_env.traces import (
     trace_schedule,
 )
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-MOONCAKE = TRACES / "mooncake_conversation_trace.jsonl"
-AZURE = TRACES / "azure_llm_2023_conv.csv"
-needs_traces = pytest.mark.skipif(not MOONCAKE.is_file(), reason="../shared/traces not present")
+# the packaged copies (kv_cache_env.trace_data), by their built-in names
+MOONCAKE = "mooncake-conversation"
+AZURE = "azure-conv-2023"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,6 @@ def mooncake():
     return load_trace(MOONCAKE)
 
 
-@needs_traces
 def test_mooncake_trace_facts(mooncake):
     assert len(mooncake.requests) == 12031
     assert mooncake.block_tokens == 512
@@ -38,7 +37,6 @@ def test_mooncake_trace_facts(mooncake):
     assert len(set(arrivals)) > 10_000
 
 
-@needs_traces
 def test_azure_trace_facts():
     azure = load_trace(AZURE)
     assert len(azure.requests) == 19366 and azure.block_tokens is None
@@ -47,7 +45,6 @@ def test_azure_trace_facts():
     assert infinite_cache_hit_fraction(azure) == 0.0
 
 
-@needs_traces
 def test_trace_window_is_seeded_and_replayable(mooncake):
     scenario = trace_scenario(mooncake)
     assert scenario.block_size == 512
@@ -62,7 +59,6 @@ def test_trace_window_is_seeded_and_replayable(mooncake):
         sim.check_invariants()
 
 
-@needs_traces
 def test_full_replay_covers_the_whole_trace(mooncake):
     scenario = trace_scenario(mooncake, full=True)
     schedule = trace_schedule(mooncake, scenario, 0, full=True)
@@ -135,3 +131,40 @@ def test_malformed_traces_name_file_and_line(tmp_path, name, text, message):
 def test_missing_trace_file(tmp_path):
     with pytest.raises(TraceError, match="no such trace file"):
         load_trace(tmp_path / "nope.jsonl")
+
+
+def test_gzipped_traces_read_like_plain_ones(tmp_path):
+    lines = [
+        {"timestamp": 0, "input_length": 1000, "output_length": 5, "hash_ids": [1, 2]},
+        {"timestamp": 3000, "input_length": 10, "output_length": 0, "hash_ids": [9]},
+    ]
+    text = "\n".join(json.dumps(x) for x in lines) + "\n"
+    csv_text = (
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,10,2\n2023-11-16 18:15:47.1,20,3\n"
+    )
+    for name, body in (("t.jsonl", text), ("t.csv", csv_text)):
+        plain = _write(tmp_path, name, body)
+        packed = tmp_path / f"{name}.gz"
+        packed.write_bytes(gzip.compress(body.encode()))
+        assert load_trace(packed).requests == load_trace(plain).requests
+        assert load_trace(packed).kind == load_trace(plain).kind
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(gzip.compress(text.encode() + b"{oops\n"))
+    with pytest.raises(TraceError, match=r"bad\.jsonl\.gz:3:"):
+        load_trace(bad)
+    with pytest.raises(TraceError, match="unknown trace format"):
+        load_trace(_write(tmp_path, "t.txt.gz", "x"))
+
+
+def test_builtin_names_resolve_to_packaged_files_and_paths_stay_paths(tmp_path):
+    for name, info in BUILTIN_TRACES.items():
+        file = resolve_trace(name)
+        assert file.parent == DATA_DIR and file.name == info.file and file.is_file()
+        assert load_trace(name).path == name  # results are labelled by the name asked for
+    path = _write(tmp_path, "mine.jsonl", "")
+    assert resolve_trace(path) == path and resolve_trace(str(path)) == path
+    readme = (DATA_DIR / "README.md").read_text()
+    for info in BUILTIN_TRACES.values():
+        assert info.file in readme and info.name in readme
+    assert "Apache-2.0" in readme and "CC-BY 4.0" in readme and "Splitwise" in readme

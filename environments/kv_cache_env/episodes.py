@@ -27,7 +27,8 @@ class EpisodeSpec:
     """Built-in scenario name; with `trace`, the tier whose budget and mix the replay uses."""
     seed: int
     trace: str | None = None
-    """Path of a Mooncake .jsonl or Azure .csv trace to replay instead of synthetic arrivals."""
+    """Built-in trace name (`mooncake-conversation`, `azure-conv-2023`) or path of a Mooncake
+    .jsonl or Azure .csv trace (optionally .gz) to replay instead of synthetic arrivals."""
     full: bool = False
     """With `trace`: replay the whole trace rather than a seeded window."""
     steps: int | None = None

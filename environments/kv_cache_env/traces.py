@@ -1,6 +1,6 @@
 """Trace replay: read public serving traces and turn them into simulator schedules.
 
-Formats (see `../shared/traces/README.md`):
+Formats (see `trace_data/README.md`; a `.gz` file is read decompressed):
 - Mooncake JSONL: `{"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...]}`;
   `hash_ids` name 512-token prefix blocks, so requests sharing leading ids share a prefix.
 - Azure LLM inference CSV: `TIMESTAMP,ContextTokens,GeneratedTokens`; no prefix information.
@@ -21,7 +21,7 @@ import csv
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -30,6 +30,7 @@ import numpy as np
 
 from .limits import check_span, check_tokens, trace_seconds
 from .sim import Request, Scenario, Schedule, get_scenario
+from .trace_data import BUILTIN_TRACES, open_trace_text, resolve_trace, trace_format
 
 MOONCAKE_BLOCK_TOKENS = 512
 
@@ -62,22 +63,25 @@ class Trace:
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read a Mooncake `.jsonl` or Azure `.csv` trace."""
-    path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"{path}: no such trace file")
-    _check_text(path)
-    if path.suffix == ".jsonl":
-        return load_mooncake(path)
-    if path.suffix == ".csv":
-        return load_azure(path)
+    """Read a Mooncake `.jsonl` or Azure `.csv` trace (optionally `.gz`), or a built-in trace by
+    name (`kv_cache_env.trace_data`); the trace keeps the name or path it was asked for."""
+    file = resolve_trace(path)
+    if not file.is_file():
+        known = ", ".join(BUILTIN_TRACES)
+        raise TraceError(f"{path}: no such trace file (built-in traces: {known})")
+    if file.suffix != ".gz":
+        _check_text(file)
+    if trace_format(file) == ".jsonl":
+        return replace(load_mooncake(file), path=str(path))
+    if trace_format(file) == ".csv":
+        return replace(load_azure(file), path=str(path))
     raise TraceError(f"{path}: unknown trace format (expected .jsonl Mooncake or .csv Azure)")
 
 
 def load_mooncake(path: str | Path) -> Trace:
     path = Path(path)
     rows: list[tuple[float, int, int, tuple[int, ...]]] = []
-    with path.open(encoding="utf-8") as handle:
+    with open_trace_text(path) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -110,7 +114,7 @@ def load_mooncake(path: str | Path) -> Trace:
 def load_azure(path: str | Path) -> Trace:
     path = Path(path)
     rows: list[tuple[float, int, int, tuple[int, ...]]] = []
-    with path.open(encoding="utf-8", newline="") as handle:
+    with open_trace_text(path) as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or [h.strip() for h in header] != [

@@ -1,0 +1,241 @@
+"""Constrained tool calling for `local:` models: a llama-cpp-python chat format whose replies can
+only be a list of calls to the request's tools, answered as ordinary OpenAI `tool_calls`.
+
+Owns the `kvarena-tool-calls` chat format, which the local model server runs in its own process
+(`python -m evals.local_tool_calls` = llama-cpp-python's server with this format registered).
+
+Why: llama-cpp-python 0.3.36's `chatml-function-calling` format only puts the tools in the prompt
+when the request names a `tool_choice`; with none (what OpenAI clients send by default) the model
+never sees them, and with `"auto"` it may still answer `message:` in free text. A 135M model did so
+every turn. Here, when a request carries tools (and `tool_choice` is absent or `"auto"`):
+
+- the system message ends with a short description of the reply format;
+- the reply is generated under a GBNF grammar built from the tools: up to `MAX_CALLS` lines
+  `evict(ID)` / `compress(ID)` / `swap(ID)` / `noop()` (one per tool with one string parameter
+  or none), or nothing at all. ID has the *shape* of a sequence id (a letter and digits, like
+  "r12"); the grammar never lists the current ids: the model still chooses which calls and
+  which ids, so invalid ids (gone, waiting, never existed) and poor choices stay possible and
+  are scored as usual. Tried first, at temperature 0 with SmolLM2-135M: a JSON-list grammar
+  (it answered `[]` every turn) and any-string ids (it wrote the placeholder `seq_id` from the
+  system prompt's tool list);
+- the lines are returned as the message's `tool_calls` (arguments as JSON text), so the client
+  reads them like any hosted model's reply and the same tool dispatcher acts on them. An empty
+  reply has no tool calls (the agent loop counts it as a noop).
+
+Requests without tools, with `tool_choice` `"none"` or naming one function are answered by
+`chatml-function-calling` unchanged (plain chat for the context family). The reply length is
+bounded by the grammar, so the request's `max_tokens` is not applied to constrained replies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+CHAT_FORMAT = "kvarena-tool-calls"
+MAX_CALLS = 4
+"""Calls per reply the grammar allows; it also bounds the reply's length."""
+MAX_ID_DIGITS = 6
+"""Digits an id may have (ids are "r0", "r1", ...: a letter and a number)."""
+END = "<|im_end|>"
+
+
+def _parameter(tool: dict[str, Any]) -> str | None:
+    """The one string parameter of a tool the call grammar supports (None: no parameter)."""
+    function = tool["function"]
+    properties = (function.get("parameters") or {}).get("properties") or {}
+    if not properties:
+        return None
+    (name, schema), *rest = properties.items()
+    if rest or schema.get("type") != "string":
+        raise UnsupportedTools(f"{function['name']}: only tools with one string parameter or none")
+    return str(name)
+
+
+class UnsupportedTools(ValueError):
+    """Tools whose calls the call-list grammar cannot express (then the request is not
+    constrained)."""
+
+
+def reply_grammar(tools: list[dict[str, Any]]) -> str:
+    """GBNF for a reply: up to MAX_CALLS lines `name(ID)` / `name()` naming `tools`, or nothing.
+    ID has the shape of the simulator's sequence ids (a letter and 1-MAX_ID_DIGITS digits, like
+    "r12"), optionally in double quotes: a shape, never a list of the ids that exist."""
+    calls = []
+    for tool in tools:
+        name = tool["function"]["name"]
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UnsupportedTools(f"tool name {name!r}")
+        calls.append(f'"{name}(" arg ")"' if _parameter(tool) else f'"{name}()"')
+    return "\n".join(
+        [
+            f'root ::= (call ("\\n" call){{0,{MAX_CALLS - 1}}})?',
+            f"call ::= {' | '.join(calls)}",
+            'arg ::= "\\"" id "\\"" | id',
+            f"id ::= [A-Za-z] [0-9]{{1,{MAX_ID_DIGITS}}}",
+        ]
+    )
+
+
+def format_instructions(tools: list[dict[str, Any]]) -> str:
+    """What the system message adds: the reply format (no sequence id is suggested)."""
+    calls = ", ".join(f"{t['function']['name']}({'ID' if _parameter(t) else ''})" for t in tools)
+    return (
+        f"Reply with tool calls only, one per line (at most {MAX_CALLS}): {calls}, where ID is "
+        "a seq from the table (the candidates line lists some). An empty reply does nothing."
+    )
+
+
+def call_list_text(tool_calls: list[dict[str, Any]]) -> str:
+    """An earlier assistant message's tool calls as the lines the model would have written."""
+    lines = []
+    for call in tool_calls:
+        try:
+            arguments = json.loads(call["function"].get("arguments") or "{}")
+        except json.JSONDecodeError:
+            arguments = {}
+        values = list(arguments.values()) if isinstance(arguments, dict) else []
+        lines.append(f"{call['function']['name']}({values[0] if values else ''})")
+    return "\n".join(lines)
+
+
+def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    """ChatML (SmolLM2's template), with the format instructions ending the system message."""
+    parts = []
+    instructions = format_instructions(tools)
+    if not messages or messages[0].get("role") != "system":
+        messages = [{"role": "system", "content": ""}, *messages]
+    for i, message in enumerate(messages):
+        role = message.get("role", "user")
+        content = _text(message.get("content"))
+        if i == 0:
+            content = f"{content}\n\n{instructions}".strip()
+        elif role == "assistant" and message.get("tool_calls"):
+            content = call_list_text(message["tool_calls"])
+        parts.append(f"<|im_start|>{role}\n{content}{END}\n")
+    parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+CALL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\((?:"([^"]*)"|([^"]*))\)')
+
+
+def tool_calls_from(
+    text: str, tools: list[dict[str, Any]], completion_id: str
+) -> list[dict[str, Any]] | None:
+    """The OpenAI `tool_calls` for a constrained reply (arguments as JSON text); None if a line
+    is not a call, which the grammar prevents unless generation was cut off."""
+    parameters = {t["function"]["name"]: _parameter(t) for t in tools}
+    out = []
+    for i, line in enumerate(x for x in text.strip().splitlines() if x.strip()):
+        match = CALL.fullmatch(line.strip())
+        if match is None or match[1] not in parameters:
+            return None
+        parameter = parameters[match[1]]
+        value = match[2] if match[2] is not None else match[3]
+        arguments = {parameter: value} if parameter else {}
+        out.append(
+            {
+                "id": f"call_{i}_{completion_id}",
+                "type": "function",
+                "function": {"name": match[1], "arguments": json.dumps(arguments)},
+            }
+        )
+    return out
+
+
+def constrained_tool_calling(
+    llama: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: Any = None,
+    stream: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """A llama-cpp-python chat completion handler (see the module docstring)."""
+    from llama_cpp import llama_chat_format, llama_grammar
+
+    try:
+        grammar_text = reply_grammar(tools) if tools and tool_choice in (None, "auto") else None
+    except UnsupportedTools:
+        grammar_text = None
+    if grammar_text is None:
+        return llama_chat_format.chatml_function_calling(
+            llama=llama,
+            messages=messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            stream=stream,
+            **kwargs,
+        )
+    if stream:
+        raise ValueError(f"{CHAT_FORMAT}: streaming replies are not supported with tools")
+    grammar = llama_grammar.LlamaGrammar.from_string(grammar_text, verbose=False)
+    sampling = {
+        key: kwargs[key]
+        for key in (
+            "temperature", "top_p", "top_k", "min_p", "typical_p", "presence_penalty",
+            "frequency_penalty", "repeat_penalty", "tfs_z", "mirostat_mode", "mirostat_tau",
+            "mirostat_eta", "seed", "logits_processor", "logit_bias",
+        )
+        if kwargs.get(key) is not None
+    }  # fmt: skip
+    completion = llama.create_completion(
+        prompt=render_prompt(messages, tools),
+        stop=[END],
+        max_tokens=None,
+        grammar=grammar,
+        stream=False,
+        model=kwargs.get("model"),
+        **sampling,
+    )
+    choice = completion["choices"][0]
+    text = choice["text"]
+    calls = tool_calls_from(text, tools, completion["id"])
+    message: dict[str, Any] = {"role": "assistant", "content": None if calls else text}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": "chat" + completion["id"],
+        "object": "chat.completion",
+        "created": completion["created"],
+        "model": completion["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if calls else choice.get("finish_reason", "stop"),
+            }
+        ],
+        "usage": completion.get("usage"),
+    }
+
+
+def register() -> None:
+    from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
+
+    LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
+        CHAT_FORMAT, constrained_tool_calling, overwrite=True
+    )
+
+
+def main() -> None:  # pragma: no cover - the server process's entry point
+    """llama-cpp-python's server (same arguments) with `kvarena-tool-calls` registered."""
+    register()
+    from llama_cpp.server.__main__ import main as serve
+
+    sys.argv[0] = "llama_cpp.server"
+    serve()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

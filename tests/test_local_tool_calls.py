@@ -1,0 +1,129 @@
+"""The constrained tool-call format of `local:` models (`evals.local_tool_calls`), without a model:
+the grammar built from the tools, the lines -> OpenAI `tool_calls` conversion, and the handler's
+routing (a fake `llama` stands in for the model; the real one is in test_local_model.py)."""
+
+import importlib.util
+import json
+
+import pytest
+
+from evals import local_tool_calls as ltc
+from kv_cache_env.sim import Simulator, get_scenario
+from kv_cache_env.tools import TOOLS, call_tool
+
+HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+
+
+def test_grammar_names_the_tools_and_never_a_sequence_id():
+    grammar = ltc.reply_grammar(TOOLS)
+    for name in ("evict", "compress", "swap"):
+        assert f'"{name}(" arg ")"' in grammar
+    assert '"noop()"' in grammar
+    assert grammar.startswith("root ::= (call") and ")?" in grammar.splitlines()[0]  # may be empty
+    sim = Simulator(get_scenario("hard"), 0)
+    ids = [e.seq_id for e in sim.observe().entries]
+    assert ids and not any(f'"{i}"' in grammar or f"{i}(" in grammar for i in ids)
+
+
+def test_tools_the_grammar_cannot_express_are_refused():
+    two = {
+        "type": "function",
+        "function": {
+            "name": "move",
+            "parameters": {"properties": {"a": {"type": "string"}, "b": {"type": "string"}}},
+        },
+    }
+    with pytest.raises(ltc.UnsupportedTools):
+        ltc.reply_grammar([*TOOLS, two])
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
+def test_llama_cpp_compiles_the_grammar():
+    from llama_cpp import llama_grammar
+
+    llama_grammar.LlamaGrammar.from_string(ltc.reply_grammar(TOOLS), verbose=False)
+
+
+def test_lines_become_openai_tool_calls_that_the_dispatcher_applies():
+    calls = ltc.tool_calls_from('compress(r1)\nevict("r0")\nswap(r999)\nnoop()\n', TOOLS, "c1")
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+        ("compress", {"seq_id": "r1"}),
+        ("evict", {"seq_id": "r0"}),
+        ("swap", {"seq_id": "r999"}),
+        ("noop", {}),
+    ]
+    assert len({c["id"] for c in calls}) == 4
+    sim = Simulator(get_scenario("easy"), 0)
+    outcomes = [call_tool(sim, c["function"]["name"], c["function"]["arguments"]) for c in calls]
+    # an invented id is the model's mistake, scored like any other model's
+    assert outcomes[2].ok is False and "r999" in outcomes[2].message
+    assert outcomes[3].ok is True
+    assert ltc.tool_calls_from("", TOOLS, "c") == []
+    assert ltc.tool_calls_from("evict(r1", TOOLS, "c") is None  # cut off mid-call
+    assert ltc.tool_calls_from("drop(r1)", TOOLS, "c") is None
+
+
+def test_earlier_calls_are_shown_to_the_model_in_its_own_format():
+    messages = [
+        {"role": "system", "content": "SYS"},
+        {"role": "user", "content": "obs 1"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": ltc.tool_calls_from("evict(r3)\nnoop()", TOOLS, "a"),
+        },
+        {"role": "tool", "tool_call_id": "call_0_a", "content": "evicted r3"},
+        {"role": "user", "content": "obs 2"},
+    ]
+    prompt = ltc.render_prompt(messages, TOOLS)
+    assert prompt.startswith("<|im_start|>system\nSYS\n\nReply with tool calls only")
+    assert "<|im_start|>assistant\nevict(r3)\nnoop()<|im_end|>" in prompt
+    assert prompt.endswith("obs 2<|im_end|>\n<|im_start|>assistant\n")
+
+
+class FakeLlama:
+    def __init__(self, text):
+        self.text = text
+        self.requests = []
+
+    def create_completion(self, **kwargs):
+        self.requests.append(kwargs)
+        return {
+            "id": "cmpl-1",
+            "created": 0,
+            "model": "fake",
+            "choices": [{"text": self.text, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+        }
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
+def test_handler_answers_tool_calls_under_the_grammar():
+    llama = FakeLlama("evict(r5)\ncompress(r2)")
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    reply = ltc.constrained_tool_calling(llama, messages, tools=TOOLS, temperature=0.0, seed=3)
+    message = reply["choices"][0]["message"]
+    assert message["content"] is None and reply["choices"][0]["finish_reason"] == "tool_calls"
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["evict", "compress"]
+    (request,) = llama.requests
+    assert request["grammar"] is not None and request["temperature"] == 0.0
+    assert request["seed"] == 3 and request["stop"] == [ltc.END]
+    empty = ltc.constrained_tool_calling(FakeLlama(""), messages, tools=TOOLS)
+    assert "tool_calls" not in empty["choices"][0]["message"]  # no call: the loop counts a noop
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
+def test_requests_without_tools_are_plain_chat(monkeypatch):
+    seen = {}
+
+    def plain(**kwargs):
+        seen.update(kwargs)
+        return "plain reply"
+
+    from llama_cpp import llama_chat_format
+
+    monkeypatch.setattr(llama_chat_format, "chatml_function_calling", plain)
+    messages = [{"role": "user", "content": "hi"}]
+    assert ltc.constrained_tool_calling(FakeLlama("x"), messages, tools=None) == "plain reply"
+    assert seen["tools"] is None
+    assert ltc.constrained_tool_calling(FakeLlama("x"), messages, TOOLS, "none") == "plain reply"
