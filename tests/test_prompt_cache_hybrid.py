@@ -340,12 +340,16 @@ def test_plain_openai_path_sends_observation_blocks_as_one_string() -> None:
 
     sent: list[Any] = []
 
-    async def create(**kwargs: Any) -> Any:
-        sent.append(kwargs["messages"])
-        message = SimpleNamespace(content="ok", tool_calls=None)
-        return SimpleNamespace(choices=[SimpleNamespace(message=message)], usage=None)
+    body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "ok"}}]})
 
-    client = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+    async def create(**kwargs: Any) -> Any:
+        # the raw-response path openai_chat reads (the reply boundary parses the body itself)
+        sent.append(kwargs["messages"])
+        return SimpleNamespace(http_response=SimpleNamespace(content=body.encode()))
+
+    raw = SimpleNamespace(create=create)
+    completions = SimpleNamespace(with_raw_response=raw)
+    client = SimpleNamespace(chat=SimpleNamespace(completions=completions), max_retries=0)
     messages = [SYSTEM, observation(["legend\n", line(0)], 1)]
     asyncio.run(openai_chat(client, "m")(messages, []))  # type: ignore[arg-type]
     text = "".join(p["text"] for p in messages[1]["content"])
