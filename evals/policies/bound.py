@@ -190,7 +190,7 @@ class BoundPolicy(SimulatorPolicy):
         pool: Sequence[Callable[[], Policy]] | None = None,
         *,
         macros: Sequence[tuple[str, Macro]] = MACROS,
-        continuations: int = 1,
+        continuations: int = 2,
         pool_replays: int = 99,
         mask: str | None = None,
     ) -> None:
