@@ -371,9 +371,11 @@ def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: R
 
         def on_result(result: dict[str, Any], transcript: dict[str, Any] | None) -> None:
             nonlocal errors
-            run.add(result)
+            # transcript first: a kill between the two leaves an orphan transcript (rewritten on
+            # resume), never a kept result without its transcript
             if transcript is not None:
                 run.write_transcript(result, transcript)
+            run.add(result)
             if result["status"] == "ok":
                 rewards.append(result["reward"])
             else:
