@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kv_cache_env.sim import Action, Simulator
-from rubrics import score
 
-from .base import Policy, SimulatorPolicy, decide
+from .base import Policy, SimulatorPolicy
 from .heuristics import (
     CompressAllPolicy,
     CompressFirstPolicy,
@@ -59,16 +58,10 @@ BASE_HEURISTICS: tuple[Callable[[], Policy], ...] = (
 
 def play_out(sim: Simulator, policy: Policy) -> tuple[float, list[list[Action]]]:
     """Play `policy` from `sim`'s state (on a copy) to the end: (reward, actions per turn)."""
-    copy = sim.clone()
+    from .bound import play  # the one play-out loop (bound imports nothing from here)
+
     policy.reset(sim.seed)
-    plan: list[list[Action]] = []
-    while not copy.done:
-        actions = decide(policy, copy)
-        for action in actions:
-            copy.apply(action)
-        copy.step()
-        plan.append(actions)
-    return score(copy.record()).reward, plan
+    return play(sim, None, policy)
 
 
 class LookaheadPolicy(SimulatorPolicy):

@@ -222,11 +222,7 @@ class Engine:
         seq.prefill_remaining = 0
         seq.preemptions += 1
         if status is Status.RUNNING:
-            self.running.remove(seq)
-            seq.status = Status.WAITING
-            seq.wait_since = self.t
-            seq.not_before = self.t + 1
-            self.waiting.appendleft(seq)
+            self._requeue_front(seq)
         else:
             seq.status = Status.DISCARDED
         self.evictions.append(
@@ -269,15 +265,20 @@ class Engine:
         self.cpu_used += blocks
         seq.cpu_blocks, seq.gpu_blocks = blocks, 0
         if seq.status is Status.RUNNING:
-            self.running.remove(seq)
-            seq.status = Status.WAITING
-            seq.wait_since = self.t
-            seq.not_before = self.t + 1
-            self.waiting.appendleft(seq)
+            self._requeue_front(seq)
         else:
             seq.status = Status.SWAPPED
         self._emit("stored", "cpu", "swap_out", seq, blocks)
         return freed
+
+    def _requeue_front(self, seq: Sequence) -> None:
+        """A running sequence that lost its GPU KV (recompute or offload) waits at the queue's
+        front (vLLM's `prepend_request`), not readmitted in the step it left."""
+        self.running.remove(seq)
+        seq.status = Status.WAITING
+        seq.wait_since = self.t
+        seq.not_before = self.t + 1
+        self.waiting.appendleft(seq)
 
     # --- the step ----------------------------------------------------------------------------
     def step(self) -> StepStats:
