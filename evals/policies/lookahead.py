@@ -15,6 +15,7 @@ from collections.abc import Callable
 from kv_cache_env.sim import Action, Simulator
 
 from .base import Policy, SimulatorPolicy
+from .bound import play
 from .heuristics import (
     CompressAllPolicy,
     CompressFirstPolicy,
@@ -58,8 +59,6 @@ BASE_HEURISTICS: tuple[Callable[[], Policy], ...] = (
 
 def play_out(sim: Simulator, policy: Policy) -> tuple[float, list[list[Action]]]:
     """Play `policy` from `sim`'s state (on a copy) to the end: (reward, actions per turn)."""
-    from .bound import play  # the one play-out loop (bound imports nothing from here)
-
     policy.reset(sim.seed)
     return play(sim, None, policy)
 
