@@ -68,3 +68,20 @@ def test_copy_is_independent():
     clone.release_prefix([1])
     assert pool.used == 1 and pool.ref_counts == {1: 1}
     assert clone.used == 2 and list(clone.cached) == [1]
+
+
+def test_a_prefix_hash_can_name_a_unit_of_blocks():
+    # a trace's 512-token hash block over 16-token engine blocks: 32 blocks per hash
+    pool = BlockPool(100, unit=32)
+    assert pool.acquire_prefix([1, 2]) == (0, [1, 2], [])
+    assert (pool.used, pool.available) == (64, 36)
+    pool.allocate(30)
+    pool.release_prefix([1, 2])
+    assert (pool.used, pool.cached_blocks, pool.available) == (30, 64, 70)
+    # 40 blocks: 6 free, then the least recently used unit (hash 2, released first as the tail)
+    # is reclaimed whole and 34 - 32 = 2 more from hash 1; the unused rest returns to free
+    assert pool.allocate(40) == [2, 1]
+    assert (pool.num_free, pool.num_private, pool.cached_blocks) == (30, 70, 0)
+    pool.check()
+    with pytest.raises(ValueError, match="no free blocks"):
+        pool.acquire_prefix([3])

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from kv_cache_env.sim import Simulator
+from kv_cache_env.sim import Simulator, get_scenario
 from kv_cache_env.trace_data import BUILTIN_TRACES, DATA_DIR, resolve_trace
 from kv_cache_env.traces import (
     TraceError,
@@ -47,7 +47,8 @@ def test_azure_trace_facts():
 
 def test_trace_window_is_seeded_and_replayable(mooncake):
     scenario = trace_scenario(mooncake)
-    assert scenario.block_size == 512
+    # 16-token engine blocks; a 512-token hash block is one prefix unit of 32 of them
+    assert (scenario.block_size, scenario.prefix_hash_blocks) == (16, 32)
     a = trace_schedule(mooncake, scenario, 3)
     b = trace_schedule(mooncake, scenario, 3)
     c = trace_schedule(mooncake, scenario, 4)
@@ -62,8 +63,16 @@ def test_trace_window_is_seeded_and_replayable(mooncake):
 def test_full_replay_covers_the_whole_trace(mooncake):
     scenario = trace_scenario(mooncake, full=True)
     schedule = trace_schedule(mooncake, scenario, 0, full=True)
-    assert len(schedule.requests) == len(mooncake.requests)
+    # every request of the trace is a session's first call or one of its later turns
+    calls = sum(1 + len(r.followups) for r in schedule.requests)
+    assert calls == len(mooncake.requests)
+    sessions = [r for r in schedule.requests if r.followups]
+    assert len(sessions) > 500
+    assert all(
+        f.pause == "human" and 1 <= f.pause_steps <= 60 for r in sessions for f in r.followups
+    )
     assert scenario.warmup_steps == 0 and scenario.steps >= 3539
+    assert scenario.drain_steps == 60 + scenario.max_wait_steps + 1
 
 
 def _write(tmp_path, name, text):
@@ -82,6 +91,59 @@ def test_small_mooncake_file_parses_and_shares_prefixes(tmp_path):
     trace = load_trace(path)
     assert [r.arrival_s for r in trace.requests] == [0.0, 1.5, 3.0]
     assert infinite_cache_hit_fraction(trace) == 2 / 6
+
+
+def test_mooncake_chats_become_sessions_and_single_use_hashes_are_private(tmp_path):
+    # A: a chat's first turn (3 hash blocks, the last one partial). B carries A's last full
+    # block (2) 20 s later: A's next turn. C shares only hash 1 with the chat: a session of its
+    # own: hash 7 is private to it, hash 1 (used by several sessions) a shared prefix block.
+    # D carries B's last full block but comes 200 s later: past the longest pause, a session
+    # of its own, which makes 2 and 4 shared too; 5, 6, 8 stay private.
+    lines = [
+        {"timestamp": 0, "input_length": 1200, "output_length": 90, "hash_ids": [1, 2, 3]},
+        {"timestamp": 0, "input_length": 600, "output_length": 10, "hash_ids": [1, 7]},
+        {"timestamp": 20000, "input_length": 1600, "output_length": 45, "hash_ids": [1, 2, 4, 5]},
+        {
+            "timestamp": 220000,
+            "input_length": 2100,
+            "output_length": 5,
+            "hash_ids": [1, 2, 4, 6, 8],
+        },
+    ]
+    trace = load_trace(_write(tmp_path, "chat.jsonl", "\n".join(json.dumps(x) for x in lines)))
+    scenario = trace_scenario(trace, full=True)
+    schedule = trace_schedule(trace, scenario, 0, full=True)
+    by_prompt = {r.prompt_tokens: r for r in schedule.requests}
+    assert sorted(by_prompt) == [600, 1200, 2100]
+    chat = by_prompt[1200]
+    # mid decode rate 45 tokens/step: A's estimated call is 1 + 90/45 = 3 steps
+    (turn,) = chat.followups
+    assert (turn.pause, turn.pause_steps) == ("human", 20 - 3)
+    assert (turn.prompt_tokens, turn.output_tokens) == (1600 - 1200 - 90, 45)
+    # D shares 1, 2 and 4 with the chat (hash 3 is A's partial last block: not shareable)
+    assert chat.prefix_hashes == (1, 2) and by_prompt[600].prefix_hashes == (1,)
+    assert by_prompt[2100].prefix_hashes == (1, 2, 4) and not by_prompt[2100].followups
+    sim = Simulator(scenario, 0, schedule=schedule)
+    while not sim.done:
+        sim.step()
+        sim.check_invariants()
+    record = sim.record()
+    sim.check_invariants()
+    assert record.drain_steps > 0
+
+
+def test_azure_sessions_are_drawn_from_the_scenario_mix():
+    azure = load_trace(AZURE)
+    scenario = trace_scenario(azure, get_scenario("hard"))
+    a = trace_schedule(azure, scenario, 5)
+    assert a == trace_schedule(azure, scenario, 5)
+    sessions = [r for r in a.requests if r.followups]
+    assert sessions and len(sessions) < len(a.requests)
+    lo, hi = scenario.followups
+    assert all(lo <= len(r.followups) <= hi for r in sessions)
+    kinds = {k for k, w in scenario.pause_mix if w > 0}
+    assert {f.pause for r in sessions for f in r.followups} <= kinds
+    assert {r.block_type for r in sessions} <= {"system", "context", "generation"}
 
 
 @pytest.mark.parametrize(

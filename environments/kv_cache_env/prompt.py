@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .sim import PAUSES, BlockType, Observation, Quantization, Scenario, StepStats, render
+from .sim import BlockType, Observation, Quantization, Scenario, StepStats, render
 
 SYSTEM_PROMPT = """\
 You manage the KV-cache of an LLM inference server for {turns} turns. GPU memory is split into \
@@ -67,8 +67,8 @@ def system_prompt(scenario: Scenario) -> str:
     )
     kinds = [k for k, w in scenario.pause_mix if w > 0]
     pauses = ", ".join(
-        f"{k} {scenario.pause_steps(PAUSES[k].seconds[0])}-"
-        f"{scenario.pause_steps(PAUSES[k].seconds[1])} steps"
+        f"{k} {scenario.pause_steps(scenario.pause_range(k)[0])}-"
+        f"{scenario.pause_steps(scenario.pause_range(k)[1])} steps"
         for k in kinds
     )
     fallback = (

@@ -10,6 +10,9 @@ buckets (Mooncake's ~3 s) are spread evenly over the gap to the next distinct ti
 episode is a window of `warmup_steps + steps` at an offset drawn from the seed; `full=True`
 replays the whole trace. Traces carry no block type, priority or decode speed: those are drawn
 per request from the scenario's mix and ranges with the episode's seed, and documented as such.
+Sessions: Mooncake's chats are read from its chained hashes (`trace_sessions`), its hash blocks
+split into the scenario's engine blocks and private unless several sessions share them; Azure
+requests get sessions drawn from the scenario's session mix (`trace_schedule`).
 A malformed line raises `TraceError` naming the file and the line: bytes that are not UTF-8
 text, and numbers outside `limits` (non-finite or negative timestamps, a span over
 `MAX_TRACE_SPAN_S`, requests over `MAX_REQUEST_TOKENS`), included.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
@@ -29,10 +32,16 @@ from pathlib import Path
 import numpy as np
 
 from .limits import check_span, check_tokens, trace_seconds
-from .sim import Request, Scenario, Schedule, get_scenario
+from .sim import BlockType, FollowUp, PauseKind, Request, Scenario, Schedule, get_scenario
+from .sim.workload import draw_followups
 from .trace_data import BUILTIN_TRACES, open_trace_text, resolve_trace, trace_format
 
 MOONCAKE_BLOCK_TOKENS = 512
+TRACE_SESSION_MAX_PAUSE_S = 60
+"""Longest gap (after the previous call's estimated end) at which a Mooncake request is read as
+its chat's next turn. The conversation trace's turn gaps run from seconds to many minutes; past
+a minute a serving engine would not hold the KV anyway, so the turn arrives as a new request
+that may hit the prefix cache."""
 
 
 class TraceError(ValueError):
@@ -236,12 +245,22 @@ def infinite_cache_hit_fraction(trace: Trace) -> float:
 
 
 def trace_scenario(trace: Trace, base: Scenario | None = None, *, full: bool = False) -> Scenario:
-    """The scenario a trace replays under: `base` (default `medium`) with the trace's prefix
-    granularity, and for a full replay the trace's whole length and no warm-up."""
+    """The scenario a trace replays under: `base` (default `medium`) with its own block size
+    (a trace's prefix blocks are split into engine blocks), for a Mooncake trace human pauses
+    of the trace's own length, and for a full replay the trace's whole length and no warm-up."""
     base = base or get_scenario("medium")
     changes: dict[str, object] = {"name": f"trace:{Path(trace.path).name}"}
     if trace.block_tokens is not None:
-        changes["block_size"] = trace.block_tokens
+        if trace.block_tokens % base.block_size:
+            raise TraceError(
+                f"{trace.path}: its {trace.block_tokens}-token prefix blocks do not split into "
+                f"{base.block_size}-token engine blocks"
+            )
+        changes["prefix_hash_blocks"] = trace.block_tokens // base.block_size
+        # Sessions come from the trace (`trace_sessions`): chat turns whose gaps are the
+        # trace's, from one step up to `TRACE_SESSION_MAX_PAUSE_S`.
+        changes["pause_mix"] = ((PauseKind.HUMAN, 1.0),)
+        changes["pause_seconds"] = ((PauseKind.HUMAN, (1, TRACE_SESSION_MAX_PAUSE_S)),)
     # Production traces come from whole clusters; a single engine's 8k-token prefill budget
     # would turn every trace into a prefill queue, so replays prefill 64k tokens/s.
     changes["prefill_tokens_per_s"] = max(base.prefill_tokens_per_s, 65536)
@@ -252,41 +271,186 @@ def trace_scenario(trace: Trace, base: Scenario | None = None, *, full: bool = F
     return base.with_options(**changes)
 
 
+def trace_sessions(
+    window: Sequence[TraceRequest],
+    arrival_steps: Sequence[int],
+    service_steps: Sequence[int],
+    max_pause_steps: int,
+) -> list[list[int]]:
+    """Group a Mooncake window into chat sessions; each session is a list of indices into
+    `window`, its calls in order.
+
+    Mooncake's `hash_ids` are chained (an id names its block and everything before it: checked
+    on the built-in trace, no id ever appears at two positions or after two different ids), so a
+    request whose chain holds the last full prompt block of an earlier request carries that
+    request's whole prompt: it is that chat's next turn when it arrives after the earlier call
+    could have finished (`service_steps`: 1 prefill step + its output at its decode rate) and at
+    most `max_pause_steps` later. Each call continues at most one earlier call (the latest
+    match); a request matching none, or one arriving too early or too late, starts a session of
+    its own (it may still hit the prefix cache)."""
+    owner_of: dict[int, int] = {}
+    """Hash of a call's last full prompt block -> that call's index, while it has no next turn."""
+    head_of: list[int] = list(range(len(window)))
+    calls: dict[int, list[int]] = {}
+    for i, request in enumerate(window):
+        hashes = request.hash_ids
+        for k in range(len(hashes) - 1, -1, -1):
+            j = owner_of.get(hashes[k])
+            if j is None:
+                continue
+            gap = arrival_steps[i] - arrival_steps[j] - service_steps[j]
+            if 0 <= gap <= max_pause_steps:
+                del owner_of[hashes[k]]
+                head_of[i] = head_of[j]
+            break
+        calls.setdefault(head_of[i], []).append(i)
+        if len(hashes) >= 2:
+            owner_of[hashes[-2]] = i
+    return list(calls.values())
+
+
 def trace_schedule(trace: Trace, scenario: Scenario, seed: int, *, full: bool = False) -> Schedule:
-    """The requests of one trace episode as a schedule on the engine clock."""
+    """The requests of one trace episode as a schedule on the engine clock.
+
+    Sessions: a Mooncake window's chats (`trace_sessions`) become sessions whose later turns
+    are human-paused follow-ups: the pause is the trace's gap after the previous call's
+    estimated end, the new prompt is what the turn adds to the conversation so far (at least
+    one token: a turn that dropped history still continues the session). Hash blocks only one
+    session uses are private KV; the leading blocks several sessions share are prefix blocks,
+    each 512-token hash block one unit of engine blocks. Azure traces hold no sessions: they
+    are drawn per request from the scenario's session mix with the episode's seed, after every
+    other draw (the first calls are the trace's own)."""
     rng = np.random.default_rng(seed)
     horizon = scenario.warmup_steps + scenario.steps
     total_steps = math.ceil(trace.duration_s / scenario.step_seconds) + 1
     offset = 0 if full else int(rng.integers(0, max(1, total_steps - horizon + 1)))
-    window = [
-        r
-        for r in trace.requests
-        if offset <= int(r.arrival_s / scenario.step_seconds) < offset + horizon
-    ]
+    step = scenario.step_seconds
+    window = [r for r in trace.requests if offset <= int(r.arrival_s / step) < offset + horizon]
     types = [t for t, _ in scenario.type_mix]
     weights = np.array([w for _, w in scenario.type_mix], dtype=float)
     type_index = rng.choice(len(types), size=len(window), p=weights / weights.sum())
     uniforms = rng.random(len(window))
     lo, hi = scenario.decode_tokens_per_step
     rates = rng.integers(lo, hi + 1, size=len(window))
+    if trace.block_tokens is None:
+        arrivals = [int(r.arrival_s / step) - offset for r in window]
+        sessions = [[i] for i in range(len(window))]
+        followups = _synthetic_followups(scenario, [types[int(t)] for t in type_index], rng)
+    else:
+        # A window's sessions keep their later turns that arrive after the window (up to the
+        # longest pause): they return in the drain. Requests are sorted by arrival, so the
+        # window's own requests keep their indices (and their draws above).
+        max_pause = scenario.pause_steps(TRACE_SESSION_MAX_PAUSE_S)
+        window = [
+            r
+            for r in trace.requests
+            if offset <= int(r.arrival_s / step) < offset + horizon + max_pause
+        ]
+        arrivals = [int(r.arrival_s / step) - offset for r in window]
+        # The estimated call length uses the middle of the decode range: drawn rates are per
+        # session, and which request heads a session is what this decides.
+        rate = (lo + hi) / 2
+        service = [1 + math.ceil(max(1, r.output_tokens) / rate) for r in window]
+        sessions = [
+            calls
+            for calls in trace_sessions(window, arrivals, service, max_pause)
+            if arrivals[calls[0]] < horizon
+        ]
+        followups = _trace_followups(window, sessions, arrivals, service)
+    shared = _shared_hashes(window, sessions)
     requests = []
-    for i, r in enumerate(window):
+    for calls in sessions:
+        i = calls[0]
+        r = window[i]
         block_type = types[int(type_index[i])]
         profile = scenario.profile(block_type)
         p_lo, p_hi = profile.priority
         output = max(1, r.output_tokens)
+        prompt = max(1, r.input_tokens)
+        prefix = _engine_prefix(r.hash_ids, shared, trace.block_tokens, prompt)
         requests.append(
             Request(
                 seq_id=f"r{i}",
-                arrival_step=int(r.arrival_s / scenario.step_seconds) - offset,
+                arrival_step=arrivals[i],
                 block_type=block_type,
                 priority=round(p_lo + (p_hi - p_lo) * float(uniforms[i]), 2),
-                prompt_tokens=max(1, r.input_tokens),
+                prompt_tokens=prompt,
                 output_tokens=output,
                 decode_rate=int(rates[i]),
-                prefix_hashes=r.hash_ids,
-                shared_prefix_id=f"h{r.hash_ids[0]}" if r.hash_ids else None,
+                prefix_hashes=prefix,
+                shared_prefix_id=f"h{r.hash_ids[0]}" if prefix else None,
                 reasoning_tokens=int(output * profile.reasoning_fraction),
+                followups=followups.get(i, ()),
             )
         )
     return Schedule(requests=tuple(requests), horizon=horizon)
+
+
+def _trace_followups(
+    window: Sequence[TraceRequest],
+    sessions: list[list[int]],
+    arrivals: Sequence[int],
+    service: Sequence[int],
+) -> dict[int, tuple[FollowUp, ...]]:
+    """Follow-up calls of each Mooncake session, keyed by its first call's index."""
+    out: dict[int, tuple[FollowUp, ...]] = {}
+    for calls in sessions:
+        if len(calls) < 2:
+            continue
+        head = window[calls[0]]
+        context = max(1, head.input_tokens) + max(1, head.output_tokens)
+        steps = []
+        for before, after in pairwise(calls):
+            turn = window[after]
+            added = max(1, turn.input_tokens - context)
+            output = max(1, turn.output_tokens)
+            pause = max(1, arrivals[after] - arrivals[before] - service[before])
+            steps.append(FollowUp(PauseKind.HUMAN, pause, added, output))
+            context += added + output
+        out[calls[0]] = tuple(steps)
+    return out
+
+
+def _synthetic_followups(
+    scenario: Scenario, block_types: list[BlockType], rng: np.random.Generator
+) -> dict[int, tuple[FollowUp, ...]]:
+    """Sessions for a trace without them (Azure): each request is a session with the scenario's
+    probability for its block type, pausing for a kind drawn from `pause_mix`, as in
+    `synthesize`."""
+    n = len(block_types)
+    session_p = dict(scenario.session_probability)
+    draw = rng.random(n)
+    kinds = [k for k, _ in scenario.pause_mix]
+    kind_weights = np.array([w for _, w in scenario.pause_mix], dtype=float)
+    kind_index = rng.choice(len(kinds), size=n, p=kind_weights / kind_weights.sum())
+    counts = rng.integers(scenario.followups[0], scenario.followups[1] + 1, size=n)
+    out: dict[int, tuple[FollowUp, ...]] = {}
+    for i, block_type in enumerate(block_types):
+        if draw[i] < session_p.get(block_type, 0.0):
+            kind = kinds[int(kind_index[i])]
+            out[i] = draw_followups(scenario, kind, int(counts[i]), rng)
+    return out
+
+
+def _shared_hashes(window: Sequence[TraceRequest], sessions: list[list[int]]) -> set[int]:
+    """Hash blocks that two or more sessions of the window use; the others are private KV."""
+    users: dict[int, int] = {}
+    for calls in sessions:
+        for h in {h for i in calls for h in window[i].hash_ids}:
+            users[h] = users.get(h, 0) + 1
+    return {h for h, count in users.items() if count >= 2}
+
+
+def _engine_prefix(
+    hashes: tuple[int, ...], shared: set[int], trace_block: int | None, prompt: int
+) -> tuple[int, ...]:
+    """The leading hash blocks of a prompt that several sessions share (each one prefix unit of
+    `Scenario.prefix_hash_blocks` engine blocks). Only whole hash blocks of the prompt are
+    shareable, as vLLM caches full blocks only."""
+    if trace_block is None:
+        return ()
+    lead = 0
+    limit = min(len(hashes), prompt // trace_block)
+    while lead < limit and hashes[lead] in shared:
+        lead += 1
+    return hashes[:lead]

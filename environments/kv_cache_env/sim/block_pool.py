@@ -12,6 +12,10 @@ A block is in exactly one of four states, and the four counts always sum to `num
   blocks run out (vLLM v1's free-block queue; `cached` is ordered LRU first).
 
 Usage, as vLLM reports it, is `(num_private + shared) / num_blocks`: cached blocks are free.
+
+A prefix hash names `unit` blocks (1 for per-block hashes; a trace's 512-token hash block is 32
+16-token blocks): the blocks of one hash are stored, shared, cached and reclaimed together, so
+`shared` and `cached` count `unit` blocks per hash.
 """
 
 from __future__ import annotations
@@ -21,11 +25,22 @@ from collections.abc import Sequence
 
 
 class BlockPool:
-    __slots__ = ("cached", "num_blocks", "num_free", "num_private", "peak_used", "ref_counts")
+    __slots__ = (
+        "cached",
+        "num_blocks",
+        "num_free",
+        "num_private",
+        "peak_used",
+        "ref_counts",
+        "unit",
+    )
 
-    def __init__(self, num_blocks: int) -> None:
+    def __init__(self, num_blocks: int, unit: int = 1) -> None:
         if num_blocks < 1:
             raise ValueError(f"a block pool needs at least 1 block, got {num_blocks}")
+        if unit < 1:
+            raise ValueError(f"a prefix hash names at least 1 block, got {unit}")
+        self.unit = unit
         self.num_blocks = num_blocks
         self.num_free = num_blocks
         self.num_private = 0
@@ -37,16 +52,21 @@ class BlockPool:
     @property
     def available(self) -> int:
         """Blocks an allocation can take now: free plus reclaimable cached prefix blocks."""
-        return self.num_free + len(self.cached)
+        return self.num_free + len(self.cached) * self.unit
 
     @property
     def used(self) -> int:
-        return self.num_private + len(self.ref_counts)
+        return self.num_private + len(self.ref_counts) * self.unit
+
+    @property
+    def cached_blocks(self) -> int:
+        """Blocks held by cached (reference count 0, reclaimable) prefix hashes."""
+        return len(self.cached) * self.unit
 
     def cached_hit_length(self, hashes: Sequence[int]) -> tuple[int, int]:
         """Longest leading run of `hashes` held in the pool, and how many of those are cached
-        (reference count 0). A chain stops at its first miss, as in vLLM's
-        find_longest_cache_hit."""
+        (reference count 0), in hashes (x `unit` for blocks). A chain stops at its first miss,
+        as in vLLM's find_longest_cache_hit."""
         hits = cached = 0
         for h in hashes:
             if h in self.ref_counts:
@@ -95,9 +115,10 @@ class BlockPool:
                 del self.cached[h]
                 self.ref_counts[h] = 1
         stored = list(hashes[hits:])
-        if len(stored) > self.available:
-            raise ValueError(f"no free blocks: need {len(stored)}, available {self.available}")
-        reclaimed = self._take(len(stored))
+        need = len(stored) * self.unit
+        if need > self.available:
+            raise ValueError(f"no free blocks: need {need}, available {self.available}")
+        reclaimed = self._take(need)
         for h in stored:
             self.ref_counts[h] = 1
         self._note_peak()
@@ -122,16 +143,21 @@ class BlockPool:
         self.num_free -= from_free
         if from_free == n:
             return []
+        # Reclaim whole cached hashes, least recently used first; what a unit holds beyond the
+        # need goes back to the free count.
+        units = -(-(n - from_free) // self.unit)
+        self.num_free += units * self.unit - (n - from_free)
         popitem = self.cached.popitem
-        return [popitem(last=False)[0] for _ in range(n - from_free)]
+        return [popitem(last=False)[0] for _ in range(units)]
 
     def _note_peak(self) -> None:
-        used = self.num_private + len(self.ref_counts)
+        used = self.num_private + len(self.ref_counts) * self.unit
         if used > self.peak_used:
             self.peak_used = used
 
     def copy(self) -> BlockPool:
         clone = BlockPool.__new__(BlockPool)
+        clone.unit = self.unit
         clone.num_blocks = self.num_blocks
         clone.num_free = self.num_free
         clone.num_private = self.num_private
@@ -142,10 +168,12 @@ class BlockPool:
 
     def check(self) -> None:
         """Assert the accounting identity; a failure names the likely bug."""
-        total = self.num_free + self.num_private + len(self.ref_counts) + len(self.cached)
+        prefix = (len(self.ref_counts) + len(self.cached)) * self.unit
+        total = self.num_free + self.num_private + prefix
         assert total == self.num_blocks, (
             f"block leak: free {self.num_free} + private {self.num_private} + shared "
-            f"{len(self.ref_counts)} + cached {len(self.cached)} != {self.num_blocks}"
+            f"{len(self.ref_counts)} + cached {len(self.cached)} (x{self.unit}) != "
+            f"{self.num_blocks}"
         )
         assert self.num_free >= 0 and self.num_private >= 0, "negative block count"
         assert all(c > 0 for c in self.ref_counts.values()), "shared block with count <= 0"

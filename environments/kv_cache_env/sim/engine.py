@@ -126,7 +126,10 @@ class Engine:
         self.schedule = schedule
         self.block_size = scenario.block_size
         self.base_level = scenario.base_quantization
-        self.pool = BlockPool(capacity)
+        self.pool = BlockPool(capacity, scenario.prefix_hash_blocks)
+        self._unit = scenario.prefix_hash_blocks
+        """Blocks per prefix hash (`Scenario.prefix_hash_blocks`)."""
+        self._hash_tokens = self.block_size * self._unit
         self.cpu_capacity = int(capacity * scenario.cpu_capacity_fraction)
         self.cpu_used = 0
         self.t = 0
@@ -168,7 +171,7 @@ class Engine:
         if not seq.prefix_held:
             return 0
         held = seq.request.prefix_hashes[: seq.prefix_held]
-        return list(map(self.pool.ref_counts.__getitem__, held)).count(1)
+        return list(map(self.pool.ref_counts.__getitem__, held)).count(1) * self._unit
 
     def _first_chunk_blocks(self, seq: Sequence, remaining: int, level: Quantization) -> int:
         """Private blocks `seq` holds after computing its first prefill chunk from `remaining`."""
@@ -182,11 +185,12 @@ class Engine:
         offloaded KV (loaded back) and the private blocks of its first prefill chunk."""
         hashes = seq.request.prefix_hashes
         hits, _ = self.pool.cached_hit_length(hashes)
+        misses = (len(hashes) - hits) * self._unit
         if seq.cpu_blocks:
             chunk = self._first_chunk_blocks(seq, seq.prefill_remaining, seq.quantization_level)
-            return len(hashes) - hits + max(chunk, seq.cpu_blocks)
-        remaining = seq.context_tokens - min(hits * self.block_size, seq.prefix_tokens)
-        return len(hashes) - hits + self._first_chunk_blocks(seq, remaining, self.base_level)
+            return misses + max(chunk, seq.cpu_blocks)
+        remaining = seq.context_tokens - min(hits * self._hash_tokens, seq.prefix_tokens)
+        return misses + self._first_chunk_blocks(seq, remaining, self.base_level)
 
     def head_need(self) -> int:
         """Fresh blocks the first admissible waiting request needs (0 if none)."""
@@ -389,7 +393,7 @@ class Engine:
             kv = private - min(remaining - take, private)
             need = -(-kv // per_block_of[level]) - seq.gpu_blocks
             if need > 0:
-                if need > pool.num_free + len(pool.cached):
+                if need > pool.available:
                     self._make_room(need, seq, tally)
                     if seq.status is not running_status:
                         continue
@@ -495,10 +499,13 @@ class Engine:
             remaining = seq.prefill_remaining
             level = seq.quantization_level
         else:
-            remaining = seq.context_tokens - min(hits * self.block_size, seq.prefix_tokens)
+            remaining = seq.context_tokens - min(hits * self._hash_tokens, seq.prefix_tokens)
             level = self.base_level
         chunk = self._first_chunk_blocks(seq, remaining, level)
-        if len(hashes) - hits + max(chunk, loaded) + reserved > pool.available - cached_hits:
+        unit = self._unit
+        if (len(hashes) - hits) * unit + max(chunk, loaded) + reserved > (
+            pool.available - cached_hits * unit
+        ):
             return None
         _, stored, reclaimed = pool.acquire_prefix(hashes, hits)
         self._reclaimed(reclaimed)
@@ -555,9 +562,9 @@ class Engine:
         t = self.t
         if self.draining or t >= len(self._arrivals):
             return
-        block_size = self.block_size
+        hash_tokens = self._hash_tokens
         for request in self._arrivals[t]:
-            prefix = min(len(request.prefix_hashes) * block_size, request.prompt_tokens)
+            prefix = min(len(request.prefix_hashes) * hash_tokens, request.prompt_tokens)
             seq = Sequence(
                 request,
                 request.prompt_tokens - prefix,
@@ -600,7 +607,7 @@ class Engine:
             subscriber(event)
 
     def _emit_prefix(self, kind: EventKind, reason: Reason, hashes: tuple[int, ...]) -> None:
-        event = BlockEvent(kind, self.t, "gpu", reason, "prefix", len(hashes), hashes)
+        event = BlockEvent(kind, self.t, "gpu", reason, "prefix", len(hashes) * self._unit, hashes)
         for subscriber in self.subscribers:
             subscriber(event)
 
@@ -629,6 +636,8 @@ class Engine:
         clone._quality = self._quality
         clone._prefill_budget = self._prefill_budget
         clone._per_block = self._per_block
+        clone._unit = self._unit
+        clone._hash_tokens = self._hash_tokens
         return clone
 
     def check(self) -> None:

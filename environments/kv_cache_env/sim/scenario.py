@@ -97,6 +97,12 @@ class Scenario:
     # --- memory ------------------------------------------------------------------------------
     block_size: int = 16
     """Tokens per fp16 KV block (vLLM's default page size)."""
+    prefix_hash_blocks: int = 1
+    """Engine blocks one prefix hash stands for. Synthetic prefixes hash every block (1); a
+    Mooncake replay keeps the trace's 512-token hash blocks as units of 512 / `block_size`
+    blocks, stored, hit, shared and reclaimed together (vLLM hashes each block, but blocks of
+    one hash block are always touched together, so only reclaim order within a unit differs,
+    and a trace replay stays 32x cheaper)."""
     budget_fraction: tuple[float, float] = (0.9, 1.0)
     """GPU capacity as a fraction of the peak blocks an unconstrained engine needs over the same
     episode, drawn uniformly per episode (seed 003's tiers)."""
@@ -141,6 +147,9 @@ class Scenario:
     )
     """Share of each interception kind; a session keeps one kind (an agent calls tools, a chat
     waits for its human)."""
+    pause_seconds: tuple[tuple[PauseKind, tuple[int, int]], ...] = ()
+    """Per-kind override of the pause range in seconds (default: `PAUSES`). Trace replays set it
+    to the range of the trace's own gaps; the agent is told the range, never the draw."""
     # --- engine ------------------------------------------------------------------------------
     decode_tokens_per_s: tuple[int, int] = (30, 60)
     """Uniform range of one sequence's decode speed (token_gen_rate), fixed per request."""
@@ -187,6 +196,7 @@ class Scenario:
             (self.warmup_steps >= 0, "warmup_steps must be >= 0"),
             (self.step_seconds > 0, "step_seconds must be > 0"),
             (self.block_size >= 1, "block_size must be >= 1"),
+            (self.prefix_hash_blocks >= 1, "prefix_hash_blocks must be >= 1"),
             (0 < self.budget_fraction[0] <= self.budget_fraction[1], "budget_fraction: 0<lo<=hi"),
             (self.cpu_capacity_fraction >= 0, "cpu_capacity_fraction must be >= 0"),
             (0 <= self.arrival_rate[0] <= self.arrival_rate[1], "arrival_rate: 0 <= lo <= hi"),
@@ -204,6 +214,7 @@ class Scenario:
             (0 <= self.followups[0] <= self.followups[1], "followups: 0 <= lo <= hi"),
             (sum(w for _, w in self.pause_mix) > 0, "pause_mix weights must sum to > 0"),
             (self.base_quantization is not Quantization.INT4, "base_quantization: fp16 or int8"),
+            (all(0 < lo <= hi for _, (lo, hi) in self.pause_seconds), "pause_seconds: 0<lo<=hi"),
         ]
         for ok, message in checks:
             if not ok:
@@ -212,11 +223,15 @@ class Scenario:
     def profile(self, block_type: BlockType) -> RequestProfile:
         return dict(self.profiles)[block_type]
 
+    def pause_range(self, kind: PauseKind) -> tuple[int, int]:
+        """Seconds a pause of `kind` lasts here (uniform, inclusive; the agent is told this)."""
+        return dict(self.pause_seconds).get(kind, PAUSES[kind].seconds)
+
     @property
     def longest_pause(self) -> int:
         """Longest pause any interception of this scenario can take, in steps."""
         kinds = [k for k, w in self.pause_mix if w > 0]
-        return max((self.pause_steps(PAUSES[k].seconds[1]) for k in kinds), default=0)
+        return max((self.pause_steps(self.pause_range(k)[1]) for k in kinds), default=0)
 
     def pause_steps(self, seconds: float) -> int:
         """Steps a pause of `seconds` lasts (at least one)."""

@@ -63,12 +63,13 @@ def run_reference(scenario: Scenario, schedule: Schedule) -> Reference:
     tokens = block_steps = 0
     ideal = 0.0
     densest = Quantization.INT4.packing / scenario.base_quantization.packing
+    unit = scenario.prefix_hash_blocks
     for t in range(schedule.horizon):
         stats = engine.step()
         if t >= scenario.warmup_steps:
             tokens += stats.tokens
             block_steps += stats.used_blocks
-            ideal += stats.active_blocks / densest + len(engine.pool.ref_counts)
+            ideal += stats.active_blocks / densest + len(engine.pool.ref_counts) * unit
     drain = run_drain(engine)
     return Reference(
         max(engine.pool.peak_used, 1), tokens, block_steps, sum(s.tokens for s in drain[0]), ideal
@@ -263,12 +264,13 @@ class Simulator:
         """What holds GPU blocks now (computing or paused), each with its share of the blocks."""
         engine = self.engine
         counts = engine.pool.ref_counts
+        unit = engine.pool.unit
         return tuple(
             ResidentRecord(
                 seq.seq_id,
                 seq.block_type,
                 seq.gpu_blocks
-                + sum(1 / counts[h] for h in seq.request.prefix_hashes[: seq.prefix_held]),
+                + unit * sum(1 / counts[h] for h in seq.request.prefix_hashes[: seq.prefix_held]),
             )
             for seq in (*engine.running, *engine.paused)
             if seq.status in _ON_GPU

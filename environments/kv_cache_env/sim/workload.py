@@ -143,7 +143,7 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
         followups: tuple[FollowUp, ...] = ()
         if session_draw[i] < session_p.get(block_type, 0.0):
             kind = pause_kinds[int(kind_index[i])]
-            followups = _followups(scenario, kind, int(followup_counts[i]), rng)
+            followups = draw_followups(scenario, kind, int(followup_counts[i]), rng)
         requests.append(
             Request(
                 seq_id=f"r{i}",
@@ -162,11 +162,13 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
     return Schedule(requests=tuple(requests), horizon=horizon)
 
 
-def _followups(
+def draw_followups(
     scenario: Scenario, kind: PauseKind, count: int, rng: np.random.Generator
 ) -> tuple[FollowUp, ...]:
+    """`count` further calls of a session pausing for `kind`: pause lengths uniform over the
+    scenario's range for the kind, new prompt and output lengths log-normal (`PAUSES`)."""
     profile = PAUSES[kind]
-    lo, hi = profile.seconds
+    lo, hi = scenario.pause_range(kind)
     seconds = rng.integers(lo, hi + 1, size=count)
     normals = rng.standard_normal((count, 2))
     return tuple(
