@@ -329,9 +329,21 @@ _AGENT_PROFILES = tuple(
     for t, p in DEFAULT_PROFILES
 )
 
-AGENT_TOOLS = Scenario(
-    name="agent-tools",
+# What the named regimes share: an fp8 deployment at 0.30-0.40 of the unconstrained peak, most
+# agent and chat requests sessions of 2-6 further calls, a mix of tool, long-tool and human
+# pauses. Each regime changes what its comment says.
+_REGIME = Scenario(
+    name="regime",
     budget_fraction=(0.30, 0.40),
+    arrival_rate=(1.6, 2.4),
+    session_probability=_SESSIONS,
+    followups=(2, 6),
+    pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
+    **_FP8,  # type: ignore[arg-type]
+)
+
+AGENT_TOOLS = _REGIME.with_options(
+    name="agent-tools",
     arrival_rate=(1.2, 1.8),
     type_mix=(
         (BlockType.SYSTEM, 0.40),
@@ -341,56 +353,38 @@ AGENT_TOOLS = Scenario(
         (BlockType.EPHEMERAL, 0.10),
     ),
     profiles=_AGENT_PROFILES,
-    session_probability=_SESSIONS,
     followups=(3, 8),
     pause_mix=((PauseKind.TOOL, 0.6), (PauseKind.LONG_TOOL, 0.4)),
     # a 70B-class model on one node prefills ~4k tokens/s (vLLM's chunked-prefill budget shared
     # with decode), so recomputing a discarded agent context costs seconds
     prefill_tokens_per_s=4096,
     cpu_capacity_fraction=1.0,
-    **_FP8,  # type: ignore[arg-type]
 )
 
-CHAT_HUMAN = Scenario(
+CHAT_HUMAN = _REGIME.with_options(
     name="chat-human",
-    budget_fraction=(0.30, 0.40),
-    arrival_rate=(1.6, 2.4),
-    session_probability=_SESSIONS,
     followups=(2, 5),
     pause_mix=((PauseKind.HUMAN, 1.0),),
     # a host with a small swap space (vLLM's default `swap_space` is 4 GiB per GPU)
     cpu_capacity_fraction=0.25,
-    **_FP8,  # type: ignore[arg-type]
 )
 
-BIG_CPU = Scenario(
+BIG_CPU = _REGIME.with_options(
     name="big-cpu",
-    budget_fraction=(0.30, 0.40),
-    arrival_rate=(1.6, 2.4),
-    session_probability=_SESSIONS,
-    followups=(2, 6),
-    pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
     # CPU DRAM twice the KV budget behind PCIe Gen5 x16 (~64 GB/s theoretical, ~50 effective);
     # LMCache / vLLM's CPU offloading tier
     cpu_capacity_fraction=2.0,
     pcie_bytes_per_s=50e9,
-    **_FP8,  # type: ignore[arg-type]
 )
 
-SLOW_PREFILL = Scenario(
+SLOW_PREFILL = _REGIME.with_options(
     name="slow-prefill",
-    budget_fraction=(0.30, 0.40),
-    arrival_rate=(1.6, 2.4),
-    session_probability=_SESSIONS,
-    followups=(2, 6),
-    pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
     # a 70B-class model: prefill ~4k tokens/s, so every recompute delays admissions
     cpu_capacity_fraction=0.5,
     prefill_tokens_per_s=4096,
-    **_FP8,  # type: ignore[arg-type]
 )
 
-FLASH_CROWD = Scenario(
+FLASH_CROWD = _REGIME.with_options(
     name="flash-crowd",
     budget_fraction=(0.35, 0.45),
     arrival_rate=(1.2, 1.8),
@@ -398,10 +392,6 @@ FLASH_CROWD = Scenario(
     # inference traces show minute-scale bursts of several times the mean rate)
     burst_probability=0.2,
     burst_multiplier=4.0,
-    session_probability=_SESSIONS,
-    followups=(2, 6),
-    pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
-    **_FP8,  # type: ignore[arg-type]
 )
 
 # Seed 003's own geometry: 128-token pages (its memory_cost(page_size=128)).
