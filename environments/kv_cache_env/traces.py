@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from .limits import check_span, check_tokens, trace_seconds
-from .sim import BlockType, FollowUp, PauseKind, Request, Scenario, Schedule, get_scenario
-from .sim.workload import draw_followups
+from .sim import FollowUp, PauseKind, Request, Scenario, Schedule, get_scenario
+from .sim.workload import draw_sessions
 from .trace_data import BUILTIN_TRACES, open_trace_text, resolve_trace, trace_format
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -335,7 +335,7 @@ def trace_schedule(trace: Trace, scenario: Scenario, seed: int, *, full: bool = 
     if trace.block_tokens is None:
         arrivals = [int(r.arrival_s / step) - offset for r in window]
         sessions = [[i] for i in range(len(window))]
-        followups = _synthetic_followups(scenario, [types[int(t)] for t in type_index], rng)
+        followups = draw_sessions(scenario, [types[int(t)] for t in type_index], rng)
     else:
         # A window's sessions keep their later turns that arrive after the window (up to the
         # longest pause): they return in the drain. Requests are sorted by arrival, so the
@@ -408,27 +408,6 @@ def _trace_followups(
             steps.append(FollowUp(PauseKind.HUMAN, pause, added, output))
             context += added + output
         out[calls[0]] = tuple(steps)
-    return out
-
-
-def _synthetic_followups(
-    scenario: Scenario, block_types: list[BlockType], rng: np.random.Generator
-) -> dict[int, tuple[FollowUp, ...]]:
-    """Sessions for a trace without them (Azure): each request is a session with the scenario's
-    probability for its block type, pausing for a kind drawn from `pause_mix`, as in
-    `synthesize`."""
-    n = len(block_types)
-    session_p = dict(scenario.session_probability)
-    draw = rng.random(n)
-    kinds = [k for k, _ in scenario.pause_mix]
-    kind_weights = np.array([w for _, w in scenario.pause_mix], dtype=float)
-    kind_index = rng.choice(len(kinds), size=n, p=kind_weights / kind_weights.sum())
-    counts = rng.integers(scenario.followups[0], scenario.followups[1] + 1, size=n)
-    out: dict[int, tuple[FollowUp, ...]] = {}
-    for i, block_type in enumerate(block_types):
-        if draw[i] < session_p.get(block_type, 0.0):
-            kind = kinds[int(kind_index[i])]
-            out[i] = draw_followups(scenario, kind, int(counts[i]), rng)
     return out
 
 

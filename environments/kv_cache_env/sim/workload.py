@@ -117,12 +117,7 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
     decode_rates = rng.integers(decode_lo, decode_hi + 1, size=total)
     # Sessions: drawn after everything above so that the first calls of a schedule do not depend
     # on the session parameters.
-    session_p = dict(scenario.session_probability)
-    session_draw = rng.random(total)
-    pause_kinds = [k for k, _ in scenario.pause_mix]
-    pause_weights = np.array([w for _, w in scenario.pause_mix], dtype=float)
-    kind_index = rng.choice(len(pause_kinds), size=total, p=pause_weights / pause_weights.sum())
-    followup_counts = rng.integers(scenario.followups[0], scenario.followups[1] + 1, size=total)
+    sessions = draw_sessions(scenario, [types[int(k)] for k in type_index], rng)
 
     requests = []
     for i in range(total):
@@ -140,10 +135,6 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
             hashes = prefixes[k]
             prefix_id = f"p{k}"
         prompt = private_prompt + len(hashes) * scenario.block_size
-        followups: tuple[FollowUp, ...] = ()
-        if session_draw[i] < session_p.get(block_type, 0.0):
-            kind = pause_kinds[int(kind_index[i])]
-            followups = draw_followups(scenario, kind, int(followup_counts[i]), rng)
         requests.append(
             Request(
                 seq_id=f"r{i}",
@@ -156,10 +147,30 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
                 prefix_hashes=hashes,
                 shared_prefix_id=prefix_id,
                 reasoning_tokens=int(output * profile.reasoning_fraction),
-                followups=followups,
+                followups=sessions.get(i, ()),
             )
         )
     return Schedule(requests=tuple(requests), horizon=horizon)
+
+
+def draw_sessions(
+    scenario: Scenario, block_types: list[BlockType], rng: np.random.Generator
+) -> dict[int, tuple[FollowUp, ...]]:
+    """Which of the requests (by index, given their block types) are sessions, and their
+    further calls: each is a session with the scenario's probability for its type, pausing for
+    one kind drawn from `pause_mix`, with a uniform number of further calls."""
+    n = len(block_types)
+    session_p = dict(scenario.session_probability)
+    draw = rng.random(n)
+    kinds = [k for k, _ in scenario.pause_mix]
+    kind_weights = np.array([w for _, w in scenario.pause_mix], dtype=float)
+    kind_index = rng.choice(len(kinds), size=n, p=kind_weights / kind_weights.sum())
+    counts = rng.integers(scenario.followups[0], scenario.followups[1] + 1, size=n)
+    out: dict[int, tuple[FollowUp, ...]] = {}
+    for i, block_type in enumerate(block_types):
+        if draw[i] < session_p.get(block_type, 0.0):
+            out[i] = draw_followups(scenario, kinds[int(kind_index[i])], int(counts[i]), rng)
+    return out
 
 
 def draw_followups(
