@@ -582,13 +582,13 @@ def context_eval(
     001). Writes results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
     from rubrics.context import CONTEXT_COMPONENTS
 
-    from .context_command import (
+    from .context.command import (
         ContextEvalArgs,
         ContextEvalError,
         print_context_tables,
         run_context_eval,
     )
-    from .context_policies import CONTEXT_POLICIES
+    from .context.policies import CONTEXT_POLICIES
     from .local_model import DEFAULT_MAX_TOKENS, is_local
 
     check_options(
@@ -811,7 +811,7 @@ def validate_command(
     family: Annotated[str, typer.Option(help="Which checks: serving, context or all.")] = "all",
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
-    from .context_validate import context_validation_jobs, run_context_validation
+    from .context.validate import context_validation_jobs, run_context_validation
     from .validate import run_validation, validation_jobs
 
     if family not in ("serving", "context", "all"):

@@ -5,7 +5,7 @@ from its text (`kv_cache_env.sim.parse`), asks the policy, and answers with its 
 calls (no tool call = noop). `GET /v1/models` lists the policy. Loopback only.
 
 Requests of the conversation-context family (recognised by their system prompt) are answered by
-`evals.context_text_agent` instead: its tool calls for an observation, or the extractive
+`evals.context.text_agent` instead: its tool calls for an observation, or the extractive
 reader's answer for a reader request. So the keyless server stands in for a model on both
 families.
 
@@ -38,7 +38,7 @@ from typing import Any
 from kv_cache_env.context.agent import READER_SYSTEM, context_system_prompt
 from kv_cache_env.sim import Action, approx_tokens, parse
 
-from .context_text_agent import context_text_answer, context_text_calls
+from .context.text_agent import context_text_answer, context_text_calls
 from .faults import INJECTED, inject
 from .policies import Policy, SimulatorPolicy, create
 from .prompt_cache.provider import BreakpointError, ProviderCache, Unit, content_key

@@ -78,3 +78,28 @@ def context_score(
         merged[name] = float(value)
     components = {name: fn(record) for name, fn in CONTEXT_COMPONENTS.items()}
     return components, sum(merged[name] * value for name, value in components.items())
+
+
+def context_metrics(record: ContextRecord) -> dict[str, float]:
+    """What results show beside the reward: answer quality, OOM events, blocks, recalls."""
+    questions = record.questions
+    return {
+        "rouge_l": sum(q.rouge_l for q in questions) / len(questions) if questions else 0.0,
+        "value_accuracy": (
+            sum(q.value_correct for q in questions) / len(questions) if questions else 0.0
+        ),
+        "wrong_values": (
+            sum(q.verdict == "wrong" for q in questions) / len(questions) if questions else 0.0
+        ),
+        "facts_visible": (
+            sum(q.fact_visible for q in questions) / len(questions) if questions else 0.0
+        ),
+        "oom_events": float(record.oom_events),
+        "mean_active_blocks": (
+            sum(record.active_blocks) / len(record.active_blocks) if record.active_blocks else 0.0
+        ),
+        "max_active_blocks": float(max(record.active_blocks, default=0)),
+        "recalls": float(record.recalls),
+        "archived_turns": float(record.archived_turns),
+        "invalid_actions": float(record.invalid_actions),
+    }

@@ -4,7 +4,7 @@ by statement span, and an observation that shows roles and text but never `kind`
 
 from __future__ import annotations
 
-from evals.context_policies import oracle, trt_lru
+from evals.context.policies import oracle, trt_lru
 from kv_cache_env.context.agent import render_context
 from kv_cache_env.context.conversation import generate_conversation
 from kv_cache_env.context.episode import ContextEpisode

@@ -9,7 +9,7 @@ import re
 from typer.testing import CliRunner
 
 from evals.cli import app
-from evals.context_validate import (
+from evals.context.validate import (
     RULES,
     context_validation_jobs,
     echo_reader,

@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evals.context_eval import extractive_reader
-from evals.context_text_agent import context_text_calls
+from kv_cache_env.context.readers import extractive_reader
+from evals.context.text_agent import context_text_calls
 from evals.prompt_cache.minimums import DEFAULT_MIN_TOKENS, min_cacheable_tokens
 from evals.prompt_cache.provider import Prices, ProviderCache
 from evals.prompt_cache.render import anthropic_request, count_marks, openai_cached_messages

@@ -23,7 +23,6 @@ import openai
 import verifiers.v1 as vf
 from pydantic import ConfigDict
 
-from evals.context_eval import ChatReader
 from kv_cache_env.context.agent import (
     context_system_prompt,
     play_context_episode,
@@ -32,8 +31,9 @@ from kv_cache_env.context.agent import (
 from kv_cache_env.context.conversation import LEVELS, generate_conversation
 from kv_cache_env.context.episode import ContextEpisode, ContextRecord
 from kv_cache_env.context.extractive import extractive_answer
+from kv_cache_env.context.readers import ChatReader
 from kv_cache_env.openai_chat import openai_chat
-from rubrics.context import CONTEXT_COMPONENTS, CONTEXT_WEIGHTS
+from rubrics.context import CONTEXT_COMPONENTS, CONTEXT_WEIGHTS, context_metrics
 
 RECORD_KEY = "context_record"
 
@@ -92,8 +92,6 @@ class KvContextTask(vf.Task[KvContextData, KvContextState, KvContextTaskConfig])
     async def context(self, trace: vf.Trace) -> dict[str, float]:
         """Value accuracy, ROUGE-L, facts still visible when asked, OOM events, blocks used,
         recalls."""
-        from evals.context_eval import context_metrics
-
         return context_metrics(_record(trace))
 
 

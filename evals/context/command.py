@@ -25,7 +25,10 @@ from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.replies import one_line
 from kv_cache_env.responses import ProviderError
 
-from .context_eval import (
+from ..results import dumps
+from ..stats import mean_ci
+from .policies import CONTEXT_POLICIES
+from .run import (
     ChatReader,
     Reader,
     context_result,
@@ -33,9 +36,6 @@ from .context_eval import (
     hf_reader,
     play_policy,
 )
-from .context_policies import CONTEXT_POLICIES
-from .results import dumps
-from .stats import mean_ci
 
 console = Console()
 
@@ -237,7 +237,7 @@ def _play_model(
 
 def _api_key(base_url: str | None, api_key_var: str) -> str:
     """The key from the environment; a loopback endpoint needs none. Never written anywhere."""
-    from .model_eval import LOOPBACK_PREFIXES
+    from ..model_eval import LOOPBACK_PREFIXES
 
     key = os.environ.get(api_key_var)
     if key:
@@ -250,7 +250,7 @@ def _api_key(base_url: str | None, api_key_var: str) -> str:
 @contextmanager
 def _endpoint(model: str, base_url: str | None, out: Path) -> Iterator[tuple[str, str | None]]:
     """(name to send, base URL): a `local:` model is started here and stopped after."""
-    from .local_model import LocalModelError, LocalModelServer, is_local
+    from ..local_model import LocalModelError, LocalModelServer, is_local
 
     if not is_local(model):
         yield model, base_url

@@ -32,7 +32,7 @@ from kv_cache_env.context.conversation import generate_conversation
 from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.context.tokenizer import tokenize
 
-from .context_policies import ContextPolicy, trt_lru
+from .policies import ContextPolicy, trt_lru
 
 __all__ = ["ONE_LINERS", "BowProbe", "one_liner", "train_probe"]
 

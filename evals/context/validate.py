@@ -2,7 +2,7 @@
 family pays for judgment and not for tricks. Paired seeds 0..episodes-1 on `medium` and `hard`,
 the extractive reader unless stated:
 
-- each keyless one-liner (`context_oneliners`: fact-shaped-sentence regex, role order,
+- each keyless one-liner (`oneliners`: fact-shaped-sentence regex, role order,
   digit/name protection, recall with the question's words) and the bag-of-words probe (trained
   on seeds 1000-1999, disjoint from the test seeds) closes at most 70% of the noop -> oracle
   gap in mean reward;
@@ -29,12 +29,12 @@ from kv_cache_env.context.conversation import LEVELS, generate_conversation, sta
 from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer
 
-from .context_eval import context_result
-from .context_oneliners import ONE_LINERS, BowProbe, probe_policy, train_probe
-from .context_policies import CONTEXT_POLICIES, ContextPolicy
-from .results import dumps
-from .stats import mean_ci
-from .validate import Check
+from ..results import dumps
+from ..stats import mean_ci
+from ..validate import Check
+from .oneliners import ONE_LINERS, BowProbe, probe_policy, train_probe
+from .policies import CONTEXT_POLICIES, ContextPolicy
+from .run import context_result
 
 JUDGED = ("medium", "hard")
 BASELINES = ("noop", "trt-lru", "sliding-window", "sink-recent", "window-recall")
