@@ -14,9 +14,7 @@ from hypothesis import strategies as st
 
 from kv_cache_env.context.conversation import (
     LEVELS,
-    OWNER_NAMES,
     QUESTION_LEVELS,
-    TEMPLATES,
     LevelSpec,
     generate_conversation,
     statement_blocks,
@@ -24,6 +22,7 @@ from kv_cache_env.context.conversation import (
     turns,
 )
 from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer, split_sentences
+from kv_cache_env.context.pools import OWNER_NAMES, TEMPLATES
 from kv_cache_env.context.tokenizer import count_tokens, tokenize
 from kv_cache_env.context.types import Conversation, FactSpan, Kind, Message, Question, Role
 from kv_cache_env.context.values import judge_answer, names_value
