@@ -1,6 +1,8 @@
 """The deterministic long-conversation generator and its answer key (seeds 000 + 001, v2 of
-issue 16). It owns the difficulty levels (`LEVELS`), `generate_conversation(seed, level)` and
-the turn structure (`turns`). Everything is drawn from `numpy.random.default_rng(seed)`: the
+issue 16). It owns `generate_conversation(seed, level)`, which plans (`plan.py`: facts,
+distractors, updates, decoys, turn shapes) and then writes the text (here, from the pools of
+`pools.py`), and the turn structure (`turns`); the difficulty levels are in `levels.py`
+(re-exported here as `LEVELS`). Everything is drawn from `numpy.random.default_rng(seed)`: the
 same seed and level give the identical conversation.
 
 Shape of a conversation. Message 0 is the system prompt. Then `n_turns` turns, each
@@ -32,12 +34,21 @@ stated again later; the answer is the latest) or `two_fact` (one question asks t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Literal
 
 import numpy as np
 
+from kv_cache_env.context.levels import LEVELS, QUESTION_LEVELS, LevelSpec, QuestionLevel
+from kv_cache_env.context.plan import (
+    Events,
+    Host,
+    QuestionPlan,
+    Stmt,
+    TurnShape,
+    place_events,
+    plan_decoys,
+    plan_questions,
+    shape_turns,
+)
 from kv_cache_env.context.pools import (
     CHITCHAT_ASSISTANT,
     CHITCHAT_USER,
@@ -62,7 +73,6 @@ from kv_cache_env.context.pools import (
     TOPIC_SWITCHES,
     TOPICS,
     TWO_FACT_FORMS,
-    Template,
     ToolKind,
     Topic,
 )
@@ -88,133 +98,6 @@ __all__ = [
     "total_blocks",
     "turns",
 ]
-
-QuestionLevel = Literal["direct", "distractor", "tool", "updated", "two_fact"]
-QUESTION_LEVELS: tuple[QuestionLevel, ...] = (
-    "direct",
-    "distractor",
-    "tool",
-    "updated",
-    "two_fact",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class LevelSpec:
-    """The knobs of one difficulty level. Probabilities are per question; a level whose
-    probability for a kind is positive always has at least one question of that kind."""
-
-    n_messages: int
-    """Exact number of messages, the system message included."""
-    n_turns: int
-    """User→assistant turns; the other `n_messages - 1 - 2 * n_turns` messages are reasoning
-    spans and tool outputs inside turns."""
-    n_questions: int
-    """Planted questions, each about distinct fact templates."""
-    p_distractor: float
-    """Chance that a same-template fact about another owner is stated before the question."""
-    p_update: float
-    """Chance that the fact is stated again later with a new value (the answer is the latest)."""
-    p_tool_fact: float
-    """Chance that the fact is a line inside a tool output rather than said in chat."""
-    min_gap_turns: int
-    """Fact→question distance: at least this many turns from the answer-bearing statement's turn
-    to the question's turn (unless the question is a near one, `p_near`)."""
-    max_blocks: int
-    """Cache budget of an episode, in `BLOCK_SIZE`-token blocks: all statements (asked or not)
-    take at least 1.5x of it on hard, more than it on medium, so keeping every fact-shaped
-    sentence is not possible; the answer-bearing ones fit with room to spare."""
-    n_decoys: int = 0
-    """Statements of details nobody asks about (the user's and other people's)."""
-    p_near: float = 0.0
-    """Chance that a question is asked soon after its fact: within `near_turns` turns instead
-    of at least `min_gap_turns` (what any recent window still holds)."""
-    near_turns: int = 1
-    p_two_fact: float = 0.0
-    """Chance that a question asks two facts at once."""
-    p_chitchat: float = 0.25
-    """Chance that a turn carrying no planted item is small talk rather than topic chat."""
-    p_entity: float = 0.6
-    """Chance that a chat message carries a sentence with names, numbers, codes or dates."""
-    p_attribute: float = 0.15
-    """Chance that a chat message names some fact attribute without a value."""
-    n_extra: int = field(init=False)
-    """Derived: reasoning spans + tool outputs (`n_messages - 1 - 2 * n_turns`)."""
-
-    def __post_init__(self) -> None:
-        extra = self.n_messages - 1 - 2 * self.n_turns
-        object.__setattr__(self, "n_extra", extra)
-        if extra < self.n_questions:
-            raise ValueError(f"n_messages={self.n_messages} leaves {extra} extra messages")
-        for name in (
-            "p_distractor",
-            "p_update",
-            "p_tool_fact",
-            "p_chitchat",
-            "p_two_fact",
-            "p_entity",
-            "p_attribute",
-            "p_near",
-        ):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1]")
-        if self.n_questions < 1:
-            raise ValueError("n_questions must be positive (and at most the template count)")
-        if self.n_turns < 2 * self.n_questions + self.min_gap_turns + 2:
-            raise ValueError(f"n_turns={self.n_turns} is too few for the questions and gap")
-        if self.max_blocks < 1:
-            raise ValueError("max_blocks must be positive")
-        if self.n_decoys < 0:
-            raise ValueError("n_decoys must not be negative")
-
-
-LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
-    {
-        # 40 messages, three direct questions, a few details nobody asks about.
-        "easy": LevelSpec(
-            n_messages=40,
-            n_turns=16,
-            n_questions=3,
-            p_distractor=0.0,
-            p_update=0.0,
-            p_tool_fact=0.0,
-            min_gap_turns=3,
-            max_blocks=40,
-            n_decoys=6,
-            p_near=0.6,
-        ),
-        # 60 messages: distractors, an update, a fact in a tool output, a two-fact question;
-        # statements take more blocks than the budget.
-        "medium": LevelSpec(
-            n_messages=60,
-            n_turns=23,
-            n_questions=4,
-            p_distractor=0.5,
-            p_update=0.25,
-            p_tool_fact=0.25,
-            min_gap_turns=4,
-            max_blocks=46,
-            n_decoys=30,
-            p_two_fact=0.2,
-            p_near=0.65,
-        ),
-        # 90 messages: everything, long distances; statements take >= 1.5x the budget.
-        "hard": LevelSpec(
-            n_messages=90,
-            n_turns=33,
-            n_questions=6,
-            p_distractor=0.6,
-            p_update=0.35,
-            p_tool_fact=0.35,
-            min_gap_turns=5,
-            max_blocks=48,
-            n_decoys=36,
-            p_two_fact=0.25,
-            p_near=0.6,
-        ),
-    }
-)
-"""The difficulty levels by name: easy | medium | hard."""
 
 
 def total_blocks(conversation: Conversation, block_size: int = BLOCK_SIZE) -> int:
@@ -281,319 +164,11 @@ def generate_conversation(seed: int, level: str) -> Conversation:
     if spec.n_questions * 2 > len(TEMPLATES):
         raise ValueError(f"{level}: at most {len(TEMPLATES) // 2} questions")
     rng = np.random.default_rng(seed)
-    plans = _plan_questions(rng, spec)
-    decoys = _plan_decoys(rng, spec, plans)
-    events = _place_events(rng, spec, plans, decoys)
-    shapes = _shape_turns(rng, spec, events)
+    plans = plan_questions(rng, spec)
+    decoys = plan_decoys(rng, spec, plans)
+    events = place_events(rng, spec, plans, decoys)
+    shapes = shape_turns(rng, spec, events)
     return _Builder(rng, seed, level).build(spec, plans, events, shapes)
-
-
-# --- planning ------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Fact:
-    """One fact a question asks about."""
-
-    template: Template
-    owner: str
-    """"" for the user, else a first name."""
-    value: str
-    """The first value stated; the answer unless `update` is set."""
-    update: str | None = None
-    distractor: tuple[str, str] | None = None
-    """(owner, value) of a same-template fact about someone else."""
-    in_tool: bool = False
-
-    @property
-    def answer_value(self) -> str:
-        return self.update if self.update is not None else self.value
-
-
-@dataclass(slots=True)
-class _QuestionPlan:
-    facts: list[_Fact]
-
-    @property
-    def level(self) -> QuestionLevel:
-        if len(self.facts) > 1:
-            return "two_fact"
-        fact = self.facts[0]
-        if fact.update is not None:
-            return "updated"
-        if fact.in_tool:
-            return "tool"
-        return "distractor" if fact.distractor is not None else "direct"
-
-
-StmtKind = Literal["fact", "update", "distractor", "decoy"]
-Host = Literal["chat", "notes", "reasoning"]
-
-
-@dataclass(slots=True)
-class _Stmt:
-    """One statement to say at some turn."""
-
-    kind: StmtKind
-    owner: str
-    template: Template
-    value: str
-    question: int = -1
-    """Index of the question plan (fact / update / distractor), -1 for a decoy."""
-    sub: int = 0
-    """Which fact of a two-fact question."""
-    host: Host = "chat"
-
-    @property
-    def key(self) -> str:
-        return f"{self.owner or 'my'}|{self.template.attr}"
-
-
-@dataclass(slots=True)
-class _Events:
-    questions: dict[int, int] = field(default_factory=dict)
-    """Turn → question plan index."""
-    stmts: dict[int, list[_Stmt]] = field(default_factory=dict)
-    """Turn → statements said at that turn."""
-
-
-_MAX_STMTS_PER_TURN = 3
-
-
-def _plan_questions(rng: np.random.Generator, spec: LevelSpec) -> list[_QuestionPlan]:
-    order = [int(t) for t in rng.permutation(len(TEMPLATES))]
-    names = [str(n) for n in rng.permutation(OWNER_NAMES)]
-    plans: list[_QuestionPlan] = []
-    twos = [bool(x) for x in rng.random(spec.n_questions) < spec.p_two_fact]
-    if spec.p_two_fact > 0 and not any(twos):  # a level with two-fact questions has one
-        twos[int(rng.integers(spec.n_questions))] = True
-    while sum(twos) > max(1, spec.n_questions - 3):  # room for an update, a tool fact, ...
-        twos[[i for i, t in enumerate(twos) if t][int(rng.integers(sum(twos)))]] = False
-    for two in twos:
-        facts = []
-        for sub in range(2 if two else 1):
-            template = TEMPLATES[order.pop()]
-            values = [str(v) for v in rng.permutation(template.values)]
-            owner = "" if rng.random() < 0.5 else names.pop()
-            fact = _Fact(template, owner, values[0])
-            if sub == 0 and not two:
-                fact.update = values[1] if rng.random() < spec.p_update else None
-                if rng.random() < spec.p_distractor:
-                    other = names.pop() if owner == "" or rng.random() < 0.5 else ""
-                    fact.distractor = (other, values[2])
-                fact.in_tool = fact.update is None and rng.random() < spec.p_tool_fact
-            facts.append(fact)
-        plans.append(_QuestionPlan(facts))
-    _promise(rng, plans, spec, names)
-    return plans
-
-
-def _promise(
-    rng: np.random.Generator, plans: list[_QuestionPlan], spec: LevelSpec, names: list[str]
-) -> None:
-    # (two-fact questions are promised in `_plan_questions`)
-    """A level with a positive probability of a question kind has at least one of it."""
-    singles = [p for p in plans if len(p.facts) == 1]
-    facts = [p.facts[0] for p in singles]
-    if not facts:
-        return
-    if spec.p_update > 0 and not any(f.update is not None for f in facts):
-        plain = [f for f in facts if not f.in_tool] or facts
-        target = plain[int(rng.integers(len(plain)))]
-        target.in_tool = False
-        taken = {target.value, target.distractor[1] if target.distractor else ""}
-        target.update = next(v for v in target.template.values if v not in taken)
-    if spec.p_tool_fact > 0 and not any(f.in_tool for f in facts):
-        plain = [f for f in facts if f.update is None] or facts
-        target = plain[int(rng.integers(len(plain)))]
-        target.update = None  # only when every question was updated: the others still are
-        target.in_tool = True
-    if spec.p_distractor > 0 and not any(f.distractor is not None for f in facts):
-        target = facts[int(rng.integers(len(facts)))]
-        other = names.pop() if target.owner == "" else ""
-        taken = {target.value, target.update}
-        target.distractor = (other, next(v for v in target.template.values if v not in taken))
-
-
-def _plan_decoys(
-    rng: np.random.Generator, spec: LevelSpec, plans: Sequence[_QuestionPlan]
-) -> list[_Stmt]:
-    """`spec.n_decoys` statements nobody asks about: distinct keys, never an asked key, and
-    never a value an asked question could accept."""
-    keys = {f"{f.owner or 'my'}|{f.template.attr}" for p in plans for f in p.facts}
-    keys |= {
-        f"{f.distractor[0] or 'my'}|{f.template.attr}"
-        for p in plans
-        for f in p.facts
-        if f.distractor is not None
-    }
-    accepted = {f.answer_value for p in plans for f in p.facts}
-    decoys: list[_Stmt] = []
-    while len(decoys) < spec.n_decoys:
-        template = TEMPLATES[int(rng.integers(len(TEMPLATES)))]
-        owner = "" if rng.random() < 0.4 else OWNER_NAMES[int(rng.integers(len(OWNER_NAMES)))]
-        key = f"{owner or 'my'}|{template.attr}"
-        values = [v for v in template.values if v not in accepted]
-        if key in keys or not values:
-            continue
-        keys.add(key)
-        value = values[int(rng.integers(len(values)))]
-        decoys.append(_Stmt("decoy", owner, template, value))
-    return decoys
-
-
-def _place_events(
-    rng: np.random.Generator,
-    spec: LevelSpec,
-    plans: list[_QuestionPlan],
-    decoys: list[_Stmt],
-) -> _Events:
-    """Which turn asks which question and which statements each turn says (turn 0 greets)."""
-    gap = spec.min_gap_turns
-    for _attempt in range(200):
-        ev = _Events()
-
-        def room(lo: int, hi: int, ev: _Events = ev) -> list[int]:
-            return [
-                t
-                for t in range(max(lo, 1), hi + 1)
-                if t not in ev.questions and len(ev.stmts.get(t, [])) < _MAX_STMTS_PER_TURN
-            ]
-
-        def put(t: int, stmt: _Stmt, ev: _Events = ev) -> None:
-            ev.stmts.setdefault(t, []).append(stmt)
-
-        ok = True
-        for q in rng.permutation(len(plans)):
-            plan = plans[int(q)]
-            need_before = 2 if any(f.update is not None for f in plan.facts) else 1
-            q_turns = [t for t in room(gap + need_before, spec.n_turns - 1) if t not in ev.stmts]
-            if not q_turns:
-                ok = False
-                break
-            q_turn = q_turns[int(rng.integers(len(q_turns)))]
-            ev.questions[q_turn] = int(q)
-            near = rng.random() < spec.p_near
-            for sub, fact in enumerate(plan.facts):
-                if near:
-                    anchors = room(max(need_before, q_turn - spec.near_turns), q_turn - 1)
-                else:
-                    anchors = room(need_before, q_turn - gap)
-                if not anchors:
-                    ok = False
-                    break
-                anchor = anchors[int(rng.integers(len(anchors)))]
-                host: Host = "notes" if fact.in_tool else "chat"
-                if fact.update is not None:
-                    firsts = room(1, anchor - 1)
-                    if not firsts:
-                        ok = False
-                        break
-                    put(anchor, _Stmt("update", fact.owner, fact.template, fact.update, int(q)))
-                    fact_turn = firsts[int(rng.integers(len(firsts)))]
-                else:
-                    fact_turn = anchor
-                put(
-                    fact_turn,
-                    _Stmt("fact", fact.owner, fact.template, fact.value, int(q), sub, host),
-                )
-                if fact.distractor is not None:
-                    spots = room(1, q_turn - 1)
-                    if not spots:
-                        ok = False
-                        break
-                    owner, value = fact.distractor
-                    put(
-                        spots[int(rng.integers(len(spots)))],
-                        _Stmt("distractor", owner, fact.template, value, int(q), sub),
-                    )
-            if not ok:
-                break
-        if not ok:
-            continue
-        for decoy in decoys:
-            spots = room(1, spec.n_turns - 1)
-            if not spots:
-                ok = False
-                break
-            put(
-                spots[int(rng.integers(len(spots)))],
-                _Stmt(decoy.kind, decoy.owner, decoy.template, decoy.value),
-            )
-        if ok:
-            return ev
-    raise AssertionError(f"could not place {len(plans)} questions in {spec.n_turns} turns")
-
-
-@dataclass(slots=True)
-class _TurnShape:
-    """The skeleton of one turn: user message, optional reasoning, tool outputs, reply."""
-
-    chitchat: bool = False
-    reasoning: bool = False
-    tools: int = 0
-    """Tool outputs between the user message and the reply (0–2)."""
-    notes: bool = False
-    """The first tool output is a notes file (it holds the turn's `notes` statements)."""
-
-
-_P_TOOL_EXTRA = 0.55
-"""Share of the free extra messages that are tool outputs rather than reasoning spans."""
-_MAX_TOOLS_PER_TURN = 2
-_P_HOST_NOTES = 0.3
-"""Chance that a statement not bound to a host is a line of a notes file (if a tool is free)."""
-_P_HOST_REASONING = 0.2
-"""Chance that such a statement is said in the assistant's reasoning instead."""
-
-
-def _shape_turns(rng: np.random.Generator, spec: LevelSpec, events: _Events) -> list[_TurnShape]:
-    """Which turns are small talk, where the reasoning spans and tool outputs go (exactly
-    `spec.n_extra` of them), and which host says each statement."""
-    shapes = [_TurnShape() for _ in range(spec.n_turns)]
-    extra = spec.n_extra
-    for t in range(1, spec.n_turns):
-        if t not in events.questions and t not in events.stmts and rng.random() < spec.p_chitchat:
-            shapes[t].chitchat = True
-    for t, stmts in sorted(events.stmts.items()):
-        if any(s.host == "notes" for s in stmts):
-            shapes[t].notes, shapes[t].tools = True, 1
-            extra -= 1
-    for t, stmts in sorted(events.stmts.items()):
-        for s in stmts:
-            if s.host != "chat":
-                continue
-            draw = rng.random()
-            asked = s.kind in ("fact", "update")  # an asked fact in a notes file is a `tool` one
-            if (
-                draw < _P_HOST_NOTES
-                and not asked
-                and (shapes[t].notes or (extra > 0 and shapes[t].tools == 0))
-            ):
-                if not shapes[t].notes:
-                    shapes[t].notes, shapes[t].tools = True, 1
-                    extra -= 1
-                s.host = "notes"
-            elif draw < _P_HOST_NOTES + _P_HOST_REASONING and (shapes[t].reasoning or extra > 0):
-                if not shapes[t].reasoning:
-                    shapes[t].reasoning = True
-                    extra -= 1
-                s.host = "reasoning"
-    assert extra >= 0, "more statement hosts than extra messages"
-    for _ in range(extra):
-        tool_turns = [
-            t
-            for t in range(1, spec.n_turns)
-            if t not in events.questions
-            and not shapes[t].chitchat
-            and shapes[t].tools < _MAX_TOOLS_PER_TURN
-        ]
-        reasoning_turns = [t for t in range(1, spec.n_turns) if not shapes[t].reasoning]
-        if tool_turns and (not reasoning_turns or rng.random() < _P_TOOL_EXTRA):
-            shapes[tool_turns[int(rng.integers(len(tool_turns)))]].tools += 1
-        else:
-            assert reasoning_turns, "no room left for extra messages: n_messages too large"
-            shapes[reasoning_turns[int(rng.integers(len(reasoning_turns)))]].reasoning = True
-    return shapes
 
 
 # --- building ------------------------------------------------------------------------------
@@ -670,11 +245,11 @@ def _owner_answer(owner: str) -> str:
     return "your" if owner == "" else f"{owner}'s"
 
 
-Part = tuple[str, "_Stmt | None"]
+Part = tuple[str, "Stmt | None"]
 """A piece of a message's text, and the statement it is (None for filler)."""
 
 
-def _join(parts: Sequence[Part], sep: str) -> tuple[str, list[tuple[_Stmt, int, int]]]:
+def _join(parts: Sequence[Part], sep: str) -> tuple[str, list[tuple[Stmt, int, int]]]:
     """The joined text and each statement's character span in it."""
     text, spans = "", []
     for i, (piece, stmt) in enumerate(parts):
@@ -703,7 +278,7 @@ class _Builder:
         self.decks: dict[str, _Deck] = {}
         self.introduced: set[str] = set()
         """Topics the user has brought up so far."""
-        self.spans: list[tuple[_Stmt, FactSpan]] = []
+        self.spans: list[tuple[Stmt, FactSpan]] = []
         self.pools = _entity_pools()
         self.asked_keys: set[str] = set()
         """Keys of asked facts: attribute filler never names them (it would tie the fact)."""
@@ -714,7 +289,7 @@ class _Builder:
         return self.decks[key]
 
     def add(
-        self, role: Role, kind: Kind, text: str, spans: Sequence[tuple[_Stmt, int, int]] = ()
+        self, role: Role, kind: Kind, text: str, spans: Sequence[tuple[Stmt, int, int]] = ()
     ) -> int:
         index = len(self.messages)
         keys = tuple(dict.fromkeys(s.key for s, _, _ in spans))
@@ -722,15 +297,15 @@ class _Builder:
         self.spans.extend((s, FactSpan(index, a, b)) for s, a, b in spans)
         return index
 
-    def say(self, stmt: _Stmt, where: Host) -> str:
+    def say(self, stmt: Stmt, where: Host) -> str:
         return statement(self.rng, where, stmt.owner, stmt.template.attr, stmt.value)
 
     def build(
         self,
         spec: LevelSpec,
-        plans: Sequence[_QuestionPlan],
-        events: _Events,
-        shapes: Sequence[_TurnShape],
+        plans: Sequence[QuestionPlan],
+        events: Events,
+        shapes: Sequence[TurnShape],
     ) -> Conversation:
         rng = self.rng
         self.asked_keys = {f"{f.owner or 'my'}|{f.template.attr}" for p in plans for f in p.facts}
@@ -775,7 +350,7 @@ class _Builder:
         )
 
     def questions(
-        self, plans: Sequence[_QuestionPlan], asked: Mapping[int, tuple[int, str]]
+        self, plans: Sequence[QuestionPlan], asked: Mapping[int, tuple[int, str]]
     ) -> tuple[Question, ...]:
         out = []
         for q, plan in sorted(enumerate(plans), key=lambda qp: asked[qp[0]][0]):
@@ -814,9 +389,9 @@ class _Builder:
         self,
         topic: Topic,
         spec: LevelSpec,
-        shape: _TurnShape,
+        shape: TurnShape,
         tools: Sequence[ToolKind],
-        said: Sequence[_Stmt],
+        said: Sequence[Stmt],
     ) -> None:
         rng = self.rng
         if shape.chitchat and not said:
@@ -847,7 +422,7 @@ class _Builder:
         text, spans = _join(parts, " ")
         self.add("user", "fact" if said else "chat", text, spans)
 
-    def question_sentence(self, plan: _QuestionPlan) -> str:
+    def question_sentence(self, plan: QuestionPlan) -> str:
         if len(plan.facts) == 2:
             a, b = plan.facts
             form = self.deck("qform2", TWO_FACT_FORMS).draw()
@@ -863,7 +438,7 @@ class _Builder:
 
     # -- assistant and tool messages
 
-    def reasoning(self, topic: Topic, question: bool, said: Sequence[_Stmt]) -> None:
+    def reasoning(self, topic: Topic, question: bool, said: Sequence[Stmt]) -> None:
         rng = self.rng
         if question and not said:
             self.add("assistant", "reasoning", self.deck("reason_q", REASONING_QUESTION).draw())
@@ -874,7 +449,7 @@ class _Builder:
         text, spans = _join(parts, " ")
         self.add("assistant", "reasoning", text, spans)
 
-    def reply(self, topic: Topic, shape: _TurnShape, question: bool) -> tuple[Kind, str]:
+    def reply(self, topic: Topic, shape: TurnShape, question: bool) -> tuple[Kind, str]:
         rng = self.rng
         if question:
             return "chat", self.deck("lookback", LOOK_BACK_REPLIES).draw()
@@ -889,7 +464,7 @@ class _Builder:
         body = _fill(self.deck(f"{topic.key}_asst", topic.assistant), 20, room, rng)
         return "chat", f"{prefix} {body}".strip()
 
-    def notes(self, said: Sequence[_Stmt]) -> None:
+    def notes(self, said: Sequence[Stmt]) -> None:
         """A notes file; the turn's `notes` statements are lines of it, among to-do lines."""
         rng = self.rng
         path, title = NOTES_FILES[int(rng.integers(len(NOTES_FILES)))]
