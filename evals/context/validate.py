@@ -161,70 +161,101 @@ def run_context_validation(
     if set(probe_seeds) & set(range(episodes)):
         raise ValueError("the probe's training seeds must not overlap the test seeds")
     probe = train_probe(probe_seeds, JUDGED)
-    results = _run(context_validation_jobs(episodes), workers, probe, tick)
-    seeds = range(episodes)
+    table = _Table(_run(context_validation_jobs(episodes), workers, probe, tick), episodes)
+    return [
+        *_one_liner_checks(table),
+        *_reader_checks(table),
+        _oracle_check(table),
+        *_sizing_checks(table),
+        *_ordering_checks(table),
+        _determinism_check(table),
+    ]
 
-    def rewards(agent: str, level: str, reader: str = "extractive") -> list[float]:
-        return [results[agent, reader, level, s]["reward"] for s in seeds]
 
-    def mean(agent: str, level: str, reader: str = "extractive") -> float:
-        return mean_ci(rewards(agent, level, reader))[0]
+@dataclass(frozen=True)
+class _Table:
+    """The validation run's results by (agent, reader, level, seed), on seeds 0..episodes-1."""
 
-    def metric(agent: str, level: str, name: str) -> float:
-        values = [results[agent, "extractive", level, s]["metrics"][name] for s in seeds]
+    results: dict[tuple[str, str, str, int], dict[str, Any]]
+    episodes: int
+
+    def rewards(self, agent: str, level: str, reader: str = "extractive") -> list[float]:
+        return [self.results[agent, reader, level, s]["reward"] for s in range(self.episodes)]
+
+    def mean(self, agent: str, level: str, reader: str = "extractive") -> float:
+        return mean_ci(self.rewards(agent, level, reader))[0]
+
+    def metric(self, agent: str, level: str, name: str) -> float:
+        values = [
+            self.results[agent, "extractive", level, s]["metrics"][name]
+            for s in range(self.episodes)
+        ]
         return sum(values) / len(values)
 
-    checks: list[Check] = []
+
+def _one_liner_checks(t: _Table) -> list[Check]:
+    checks = []
     for level in JUDGED:
-        noop, oracle = mean("noop", level), mean("oracle", level)
+        noop, oracle = t.mean("noop", level), t.mean("oracle", level)
         gap = oracle - noop
         for rule in RULES:
-            closed = (mean(rule, level) - noop) / gap if gap > 0 else float("inf")
+            closed = (t.mean(rule, level) - noop) / gap if gap > 0 else float("inf")
             checks.append(
                 Check(
                     f"context {rule} closes <= {MAX_GAP_CLOSED:.0%} of noop->oracle on {level}",
                     closed <= MAX_GAP_CLOSED,
-                    f"{rule} {mean(rule, level):+.3f} (value acc "
-                    f"{metric(rule, level, 'value_accuracy'):.2f}) closes {closed:.0%} of noop "
+                    f"{rule} {t.mean(rule, level):+.3f} (value acc "
+                    f"{t.metric(rule, level, 'value_accuracy'):.2f}) closes {closed:.0%} of noop "
                     f"{noop:+.3f} -> oracle {oracle:+.3f}",
                 )
             )
+    return checks
+
+
+def _reader_checks(t: _Table) -> list[Check]:
+    checks = []
     for level in JUDGED:
         for reader in ("echo", "idk"):
-            diffs = [
-                a - b
-                for a, b in zip(
-                    rewards("evict-all", level, reader), rewards("noop", level), strict=True
-                )
-            ]
-            diff, half = mean_ci(diffs)
+            pairs = zip(
+                t.rewards("evict-all", level, reader), t.rewards("noop", level), strict=True
+            )
+            diff, half = mean_ci([a - b for a, b in pairs])
             checks.append(
                 Check(
                     f"context evict-all + {reader} >= {NOOP_MARGIN} below noop on {level}",
                     diff + half <= -NOOP_MARGIN,
                     f"paired difference {diff:+.3f} [{diff - half:+.3f}, {diff + half:+.3f}] "
-                    f"({mean('evict-all', level, reader):+.3f} vs noop {mean('noop', level):+.3f})",
+                    f"({t.mean('evict-all', level, reader):+.3f} vs noop "
+                    f"{t.mean('noop', level):+.3f})",
                 )
             )
+    return checks
+
+
+def _oracle_check(t: _Table) -> Check:
     others = [*BASELINES, *RULES]
     margins = [
-        results["oracle", "extractive", level, s]["reward"]
-        - max(results[a, "extractive", level, s]["reward"] for a in others)
+        t.results["oracle", "extractive", level, s]["reward"]
+        - max(t.results[a, "extractive", level, s]["reward"] for a in others)
         for level in JUDGED
-        for s in seeds
+        for s in range(t.episodes)
     ]
-    checks.append(
-        Check(
-            "context oracle >= every baseline and one-liner, per episode",
-            min(margins) >= -1e-12,
-            f"{len(margins)} episodes x {len(others)} agents; smallest margin "
-            f"{min(margins):+.4f}, mean {sum(margins) / len(margins):+.4f}",
-        )
+    return Check(
+        "context oracle >= every baseline and one-liner, per episode",
+        min(margins) >= -1e-12,
+        f"{len(margins)} episodes x {len(others)} agents; smallest margin "
+        f"{min(margins):+.4f}, mean {sum(margins) / len(margins):+.4f}",
     )
+
+
+def _sizing_checks(t: _Table) -> list[Check]:
+    checks = []
     for level, need in (("medium", 1.0), ("hard", 1.5)):
         budget = LEVELS[level].max_blocks
-        ratios = [statement_blocks(generate_conversation(s, level)) / budget for s in seeds]
-        accuracy = metric("oracle", level, "value_accuracy")
+        ratios = [
+            statement_blocks(generate_conversation(s, level)) / budget for s in range(t.episodes)
+        ]
+        accuracy = t.metric("oracle", level, "value_accuracy")
         strict = level == "medium"
         ok = (min(ratios) > need if strict else min(ratios) >= need) and accuracy >= 0.9
         checks.append(
@@ -237,26 +268,33 @@ def run_context_validation(
                 f"accuracy {accuracy:.3f}",
             )
         )
-    for level in JUDGED:
-        ranking = sorted([*others, "oracle"], key=lambda a: -mean(a, level))
-        checks.append(
-            Check(
-                f"context ordering on {level} (reported)",
-                True,
-                " > ".join(f"{a} {mean(a, level):+.3f}" for a in ranking),
-            )
+    return checks
+
+
+def _ordering_checks(t: _Table) -> list[Check]:
+    agents = [*BASELINES, *RULES, "oracle"]
+    return [
+        Check(
+            f"context ordering on {level} (reported)",
+            True,
+            " > ".join(
+                f"{a} {t.mean(a, level):+.3f}"
+                for a in sorted(agents, key=lambda a: -t.mean(a, level))
+            ),
         )
+        for level in JUDGED
+    ]
+
+
+def _determinism_check(t: _Table) -> Check:
     reruns = [
         ContextJob(agent, "extractive", level, seed)
         for agent, level in (("oracle", "hard"), ("bow-probe", "medium"), ("recall-qwords", "hard"))
-        for seed in range(min(2, episodes))
+        for seed in range(min(2, t.episodes))
     ]
-    same = [dumps(run_context_job(job)) == dumps(results[job.key]) for job in reruns]
-    checks.append(
-        Check(
-            "context determinism (rerun gives byte-identical results)",
-            all(same),
-            f"{sum(same)}/{len(same)} reruns identical",
-        )
+    same = [dumps(run_context_job(job)) == dumps(t.results[job.key]) for job in reruns]
+    return Check(
+        "context determinism (rerun gives byte-identical results)",
+        all(same),
+        f"{sum(same)}/{len(same)} reruns identical",
     )
-    return checks
