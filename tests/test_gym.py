@@ -13,7 +13,14 @@ from evals.policies import create
 from evals.runner import run_policy_episode
 from kv_cache_env.episodes import TRAIN_SEED_START
 from kv_cache_env.features import GLOBAL, MAX_SLOTS, SLOT, SLOT_FEATURES
-from kv_cache_env.gym import ENV_ID, TOOLS, ServingEnv, make_vector_env
+from kv_cache_env.gym import (
+    ENV_ID,
+    TOOLS,
+    TURNS_ENV_ID,
+    ServingEnv,
+    ServingTurnsEnv,
+    make_vector_env,
+)
 from kv_cache_env.sim import Quantization, get_scenario
 from rubrics import score
 
@@ -194,4 +201,51 @@ def test_vector_env_runs_copies_in_lockstep():
                 expected.append(step_info["reward"])
                 break
     np.testing.assert_allclose(rewards, expected)
+    envs.close()
+
+
+def test_turns_env_passes_the_checker_and_plays_learned_exactly():
+    """`kvcache/ServingTurns-v0` (one step per turn): Gymnasium's checker passes, and the
+    `learned` policy played through it (its calls as one per-row choice) earns exactly what it
+    earns in-process; the per-turn mask says what each row accepts."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(gymnasium.make(TURNS_ENV_ID, scenario="big-cpu").unwrapped)
+    expected = score(run_policy_episode(create("learned"), get_scenario("chat-human"), 2)).reward
+    env = ServingTurnsEnv(scenario="chat-human")
+    obs, _ = env.reset(options={"seed": 2})
+    policy = create("learned")
+    steps = 0
+    code = {"evict": 1, "compress": 2, "swap": 3}
+    while True:
+        action = np.zeros(env.max_slots, dtype=np.int64)
+        ids = [e.seq_id for e in env._obs.entries]
+        for call in policy.act(env._obs):
+            slot = ids.index(call.seq_id)
+            action[slot] = code[call.kind]
+            assert obs["action_mask"][slot, code[call.kind]] == 1
+        assert env.decode(action) == policy.act(env._obs)
+        obs, reward, terminated, truncated, info = env.step(action)
+        steps += 1
+        if terminated:
+            break
+        assert reward == 0 and not truncated
+    assert steps == env.sim.scenario.steps
+    assert reward == info["reward"] == pytest.approx(expected, abs=1e-12)
+    assert env.action_masks().shape == (env.max_slots * 4,)
+
+
+def test_turns_env_vector_copies_end_together():
+    envs = make_vector_env(3, env_id=TURNS_ENV_ID, scenario="hard")
+    obs, _ = envs.reset(seed=9)
+    assert obs["action_mask"].shape == (3, MAX_SLOTS, 4)
+    rng = np.random.default_rng(1)
+    for turn in range(15):
+        mask = obs["action_mask"]
+        action = np.array(
+            [[rng.choice(np.flatnonzero(row)) for row in env_mask] for env_mask in mask]
+        )
+        obs, reward, terminated, truncated, info = envs.step(action)
+        assert terminated.all() == (turn == 14) and not truncated.any()
+    assert np.all(reward == info["reward"])
     envs.close()

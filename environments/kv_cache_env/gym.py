@@ -51,6 +51,13 @@ nothing and counts as an invalid call (`invalid_calls`, as an LLM's bad call doe
 `info["error"]` says what was wrong. Masked policies (sb3-contrib's MaskablePPO) read
 `env.action_masks()`.
 
+## One step per turn: `kvcache/ServingTurns-v0`
+The same episodes, observation and rewards with one step per turn: the action is
+`MultiDiscrete([4] * max_slots)` (per row: 0 keep, 1 `evict`, 2 `compress`, 3 `swap`, applied
+in row order, then the engine steps) and `action_mask` is `(max_slots, 4)`; see
+`ServingTurnsEnv`. Every episode is then exactly `steps` (15) steps long, which suits batched
+rollouts.
+
 ## Rewards
 - `reward="sparse"` (default, like the LLM environment): 0 on every step, and on the terminal
   step the serving rubric's weighted reward (`rubrics.score`) of the whole episode, drain
@@ -81,6 +88,7 @@ from .features import slot_features as _slot_features
 from .sim import Action, Observation, Simulator, compress, evict, render, swap
 
 ENV_ID = "kvcache/Serving-v0"
+TURNS_ENV_ID = "kvcache/ServingTurns-v0"
 TOOLS: tuple[str, ...] = ("evict", "compress", "swap")
 _BUILD = {"evict": evict, "compress": compress, "swap": swap}
 MAX_CALLS_PER_TURN = 128
@@ -189,27 +197,31 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
                     info["error"] = result.message
             self._calls += 1
             end_turn = self._calls >= self.max_calls_per_turn
-        reward = 0.0
-        if end_turn:
-            if self._calls == 0:
-                sim.count_implicit_noop()  # as an LLM reply without a tool call
-            sim.step()
-            self._calls = 0
-            if self.reward_mode == "shaped" or sim.done:
-                scored = score(sim.record(), self.weights)
-                if self.reward_mode == "shaped":
-                    reward = scored.reward - self._potential
-                    self._potential = scored.reward
-                else:
-                    reward = scored.reward
-                if sim.done:
-                    record = sim.record()
-                    info["reward"] = scored.reward
-                    info["components"] = dict(scored.components)
-                    info["metrics"] = episode_metrics(record)
+        reward = self._end_turn(info) if end_turn else 0.0
         self._refresh()
         info.update(self._info())
         return self._observation(), float(reward), sim.done, False, info
+
+    def _end_turn(self, info: dict[str, Any]) -> float:
+        """Step the engine (the drain follows the last turn); the turn's reward."""
+        sim = self.sim
+        assert sim is not None
+        if self._calls == 0:
+            sim.count_implicit_noop()  # as an LLM reply without a tool call
+        sim.step()
+        self._calls = 0
+        if self.reward_mode == "sparse" and not sim.done:
+            return 0.0
+        scored = score(sim.record(), self.weights)
+        reward = scored.reward
+        if self.reward_mode == "shaped":
+            reward = scored.reward - self._potential
+            self._potential = scored.reward
+        if sim.done:
+            info["reward"] = scored.reward
+            info["components"] = dict(scored.components)
+            info["metrics"] = episode_metrics(sim.record())
+        return reward
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._obs is None:
@@ -232,14 +244,16 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
 
     def _refresh(self) -> None:
         assert self.sim is not None
-        if self.sim.done:
-            # the terminal observation: the last turn's state after the drain (nothing to act on)
-            self._obs = self.sim.observe(hints=False)
-            self._mask = np.zeros(self.n_actions, dtype=np.int8)
-            self._mask[0] = 1
-            return
         self._obs = obs = self.sim.observe(hints=False)
-        self._mask = action_mask(obs, self.max_slots)
+        if self.sim.done:
+            # the terminal observation: the state after the drain; only "do nothing" is valid
+            self._mask = np.zeros_like(self._mask)
+            self._mask[..., 0] = 1
+            return
+        self._mask = self._mask_for(obs)
+
+    def _mask_for(self, obs: Observation) -> np.ndarray:
+        return action_mask(obs, self.max_slots)
 
     def _observation(self) -> dict[str, np.ndarray]:
         assert self._obs is not None
@@ -261,6 +275,78 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         return info
 
 
+class ServingTurnsEnv(ServingEnv):
+    """`kvcache/ServingTurns-v0`: the same game with one step per turn (module docstring).
+
+    The action is `MultiDiscrete([4] * max_slots)`: for each row of the turn's observation,
+    0 keep, 1 `evict`, 2 `compress`, 3 `swap`; the chosen calls are applied in row order (largest
+    GPU cost first), then the engine steps. `action_mask` is `(max_slots, 4)`: what each row
+    accepts at the start of the turn (an earlier call of the same turn can still make a later
+    one invalid, e.g. offloads that fill the CPU tier; it is then counted invalid, as always).
+    One call per sequence per turn, as the `learned` baseline decides.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        shape = (self.max_slots, 1 + len(TOOLS))
+        self.action_space = spaces.MultiDiscrete(np.full(self.max_slots, shape[1]))
+        self.observation_space = spaces.Dict(
+            {**self.observation_space.spaces, "action_mask": spaces.MultiBinary(shape)}
+        )
+        self._mask = np.zeros(shape, dtype=np.int8)
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        sim = self.sim
+        if sim is None or self._obs is None:
+            raise RuntimeError("call reset() before step()")
+        if sim.done:
+            raise RuntimeError("the episode is over; call reset()")
+        choice = np.asarray(action)
+        if choice.shape != (self.max_slots,) or not self.action_space.contains(
+            choice.astype(np.int64)
+        ):
+            raise ValueError(f"action must be {self.max_slots} choices in 0..{len(TOOLS)}")
+        info: dict[str, Any] = {}
+        entries = self._obs.entries
+        errors = []
+        for slot in np.flatnonzero(choice):
+            kind = TOOLS[int(choice[slot]) - 1]
+            if slot >= len(entries):
+                sim.count_invalid()
+                errors.append(f"{kind}: slot {slot} is empty ({len(entries)} sequences shown)")
+            elif not (result := sim.apply(_BUILD[kind](entries[slot].seq_id))).ok:
+                errors.append(result.message)
+            self._calls += 1
+        if errors:
+            info["errors"] = errors
+        reward = self._end_turn(info)
+        self._refresh()
+        info.update(self._info())
+        return self._observation(), float(reward), sim.done, False, info
+
+    def decode(self, action: np.ndarray) -> list[Action]:  # type: ignore[override]
+        """The simulator calls `action` stands for now, in the order they would be applied."""
+        entries = self._obs.entries if self._obs is not None else ()
+        return [
+            _BUILD[TOOLS[int(action[slot]) - 1]](entries[slot].seq_id)
+            for slot in np.flatnonzero(action)
+            if slot < len(entries)
+        ]
+
+    def action_masks(self) -> np.ndarray:
+        """Flat booleans, row by row (sb3-contrib's layout for MultiDiscrete)."""
+        return self._mask.astype(bool).ravel()
+
+    def _mask_for(self, obs: Observation) -> np.ndarray:
+        flat = action_mask(obs, self.max_slots)
+        mask = np.zeros((self.max_slots, 1 + len(TOOLS)), dtype=np.int8)
+        mask[:, 0] = 1
+        mask[:, 1:] = flat[1:].reshape(len(TOOLS), self.max_slots).T
+        return mask
+
+
 def action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
     """int8 mask over `Discrete(1 + 3 * max_slots)`: what `Simulator.apply` accepts now."""
     mask = np.zeros(1 + len(TOOLS) * max_slots, dtype=np.int8)
@@ -275,15 +361,29 @@ def action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
 
 
 def make_vector_env(
-    num_envs: int, *, mode: Literal["sync", "async"] = "sync", **kwargs: Any
+    num_envs: int,
+    *,
+    mode: Literal["sync", "async"] = "sync",
+    env_id: str = ENV_ID,
+    **kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
-    """`num_envs` copies of `kvcache/Serving-v0` (keyword arguments as for `ServingEnv`) behind
-    Gymnasium's vector API; `reset(seed=s)` seeds copy i with s + i. `mode="async"` runs each
-    copy in its own process."""
-    return gymnasium.make_vec(ENV_ID, num_envs=num_envs, vectorization_mode=mode, **kwargs)
+    """`num_envs` copies of `env_id` (keyword arguments as for `ServingEnv`) behind Gymnasium's
+    vector API; `reset(seed=s)` seeds copy i with s + i. `mode="async"` runs each copy in its
+    own process."""
+    return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **kwargs)
 
 
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(id=ENV_ID, entry_point="kv_cache_env.gym:ServingEnv")
+if TURNS_ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=TURNS_ENV_ID, entry_point="kv_cache_env.gym:ServingTurnsEnv")
 
-__all__ = ["ENV_ID", "TOOLS", "ServingEnv", "action_mask", "make_vector_env"]
+__all__ = [
+    "ENV_ID",
+    "TOOLS",
+    "TURNS_ENV_ID",
+    "ServingEnv",
+    "ServingTurnsEnv",
+    "action_mask",
+    "make_vector_env",
+]
