@@ -56,17 +56,19 @@ def random_rollout(scenario: str, seed: int, rollout: int) -> tuple[float, int, 
 
 
 def spread_rows(rewards: dict[int, list[float]]) -> dict[str, float]:
-    groups = np.array([rewards[k] for k in sorted(rewards)])
-    within = groups.std(axis=1, ddof=1)
+    """Spread of each task's group of rollouts (groups of 2 or more; sizes may differ)."""
+    groups = [np.array(rewards[k]) for k in sorted(rewards) if len(rewards[k]) > 1]
+    within = np.array([g.std(ddof=1) for g in groups])
+    means = np.array([g.mean() for g in groups])
     return {
         "tasks": len(groups),
-        "rollouts": groups.shape[1],
+        "rollouts": min(len(g) for g in groups),
         "within_std_mean": float(within.mean()),
         "within_std_min": float(within.min()),
-        "flat_share": float((groups.max(axis=1) - groups.min(axis=1) < 1e-3).mean()),
-        "between_std": float(groups.mean(axis=1).std(ddof=1)) if len(groups) > 1 else 0.0,
-        "min": float(groups.min()),
-        "max": float(groups.max()),
+        "flat_share": float(np.mean([np.ptp(g) < 1e-3 for g in groups])),
+        "between_std": float(means.std(ddof=1)) if len(groups) > 1 else 0.0,
+        "min": float(min(g.min() for g in groups)),
+        "max": float(max(g.max() for g in groups)),
     }
 
 
