@@ -7,6 +7,7 @@ from collections.abc import Callable
 from .base import OrderedEvictionPolicy, Policy, SimulatorPolicy, blocks_to_free, decide
 from .bound import BoundPolicy
 from .heuristics import HEURISTICS, SESSION_RULES, SINGLE_ACTION
+from .learned import LearnedPolicy
 from .lookahead import BASE_HEURISTICS, LookaheadPolicy
 
 _REGISTRY: dict[str, Callable[[], Policy]] = {}
@@ -33,7 +34,14 @@ def available() -> list[str]:
     return list(_REGISTRY)
 
 
-for _cls in (*HEURISTICS, *SESSION_RULES, BoundPolicy, LookaheadPolicy, *SINGLE_ACTION):
+for _cls in (
+    *HEURISTICS,
+    *SESSION_RULES,
+    LearnedPolicy,
+    BoundPolicy,
+    LookaheadPolicy,
+    *SINGLE_ACTION,
+):
     register(_cls.name, _cls)
 for _make in BASE_HEURISTICS:  # lookahead's own variants (e.g. priority@0.8), for checks
     if _make().name not in _REGISTRY:
@@ -51,7 +59,9 @@ def bound_pool() -> list[Callable[[], Policy]]:
     return [make for name, make in _REGISTRY.items() if name not in NOT_IN_POOL]
 
 
-BUILTIN: tuple[str, ...] = tuple(c.name for c in (*HEURISTICS, *SESSION_RULES, BoundPolicy))
+BUILTIN: tuple[str, ...] = tuple(
+    c.name for c in (*HEURISTICS, *SESSION_RULES, LearnedPolicy, BoundPolicy)
+)
 """The policies `kvarena eval` runs by default (the single-action strategies are for checks)."""
 
 __all__ = [

@@ -1,0 +1,184 @@
+"""Numeric features of an `Observation`: one row per sequence slot plus a global vector.
+
+The Gymnasium environment (`kv_cache_env.gym`) shows exactly these arrays, and the `learned`
+baseline scores sequences with a linear function of them, so both see what every built-in
+policy sees (`sim.observe()`, or its text form) and nothing else — never the hidden return time
+of a paused session. Numpy only (Gymnasium is an optional extra).
+
+Slots follow the observation's order (largest GPU cost first); rows past the last entry are 0
+and `present` tells which rows are real. At most `max_slots` entries are shown: the rest stay
+invisible and cannot be acted on. The cap is `MAX_SLOTS` = 128: over 30 seeds per scenario of
+the suite under `int8-everything`, `compress-all` and `offload-or-discard`, the most sequences
+held at once were 89 (`hard`, compressing everything admits more) and 69 (`flash-crowd`). Every
+value is scaled to a few units and clipped to [`LOW`, `HIGH`].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .sim import (
+    EVICTION_VALUE,
+    PAUSES,
+    BlockType,
+    EntryView,
+    Observation,
+    PauseKind,
+    Phase,
+    Quantization,
+)
+
+MAX_SLOTS = 128
+LOW, HIGH = -4.0, 8.0
+_TYPES = tuple(BlockType)
+_KINDS = tuple(PauseKind)
+_QUANT = tuple(Quantization)
+_PHASES = (Phase.PREFILL, Phase.DECODE, Phase.REASONING)
+
+SLOT_FEATURES: tuple[str, ...] = (
+    "present",  # 1 for a real entry, 0 for an empty row
+    "running",  # computing (prefill, decode, reasoning)
+    "paused_gpu",  # paused between two calls, KV on the GPU
+    "swapped",  # paused, KV offloaded to CPU
+    *(f"pause_{k}" for k in _KINDS),  # what a paused session waits on (one-hot)
+    *(f"type_{t}" for t in _TYPES),  # block type (one-hot)
+    *(f"phase_{p}" for p in _PHASES),  # phase of a running sequence (one-hot; idle = paused)
+    *(f"kv_{q}" for q in _QUANT),  # storage precision (one-hot)
+    "priority",  # request priority in [0, 1]
+    "progress",  # generated / target output tokens
+    "tokens",  # tokens whose KV is held / 8192
+    "rate",  # decode tokens per step / 64
+    "private_blocks",  # own blocks / GPU capacity (on CPU when swapped)
+    "shared_blocks",  # shared prefix blocks referenced / GPU capacity
+    "frees",  # GPU blocks evicting it frees now / GPU capacity
+    "compress_gain",  # GPU blocks one compress frees now / GPU capacity
+    "since_access",  # turns since its KV was last read / turns per episode
+    "paused_for",  # steps paused so far / 15
+    "expected_left",  # its kind's mean pause minus paused_for, / 15 (0 when computing)
+    "eviction_score",  # seed 003 eviction value discounted by priority and progress, in [0, 1]
+    "swap_fits",  # on the GPU and its private blocks fit in the free CPU blocks
+)
+GLOBAL_FEATURES: tuple[str, ...] = (
+    "turn",  # turn / turns per episode
+    "usage",  # used / capacity
+    "cached",  # cached prefix blocks / capacity
+    "free",  # free blocks / capacity
+    "usage_next",  # (used + next step's decode growth) / capacity
+    "over_080",  # max(0, usage_next - 0.80)
+    "over_095",  # max(0, usage_next - 0.95)
+    "cpu_used",  # CPU blocks used / CPU capacity (0 without a CPU tier)
+    "cpu_free",  # free CPU blocks / GPU capacity
+    "queue",  # waiting requests / 16
+    "oldest_wait",  # steps the oldest waiting request has waited / max_wait
+    "urgent",  # 1 if the oldest waiting request fails after one more step of waiting
+    "head_blocks",  # blocks the queue head needs / capacity
+    "demand_blocks",  # blocks the whole queue needs / capacity
+    "preempted",  # waiting requests that were preempted / 16
+    "entries",  # sequences holding KV / MAX_SLOTS (all of them, shown or not)
+    "paused_share",  # GPU blocks held by paused sessions / capacity
+    "fp16_share",  # share of GPU-resident entries stored at fp16
+)
+F = len(SLOT_FEATURES)
+G = len(GLOBAL_FEATURES)
+SLOT = {name: i for i, name in enumerate(SLOT_FEATURES)}
+GLOBAL = {name: i for i, name in enumerate(GLOBAL_FEATURES)}
+
+
+def growth_blocks(obs: Observation) -> int:
+    """Blocks the decoding sequences take next step (an upper estimate, one block rounding up
+    per sequence)."""
+    total = 0
+    for e in obs.entries:
+        if e.paused or e.swapped or e.phase is Phase.PREFILL:
+            continue
+        per_block = obs.block_size * e.quantization.packing
+        total += -(-e.rate // per_block)
+    return total
+
+
+def expected_left(entry: EntryView) -> float:
+    """Steps a paused session is still expected to be away: the mean of its kind's published
+    pause range minus what it has waited (0 when computing)."""
+    if entry.pause is None:
+        return 0.0
+    lo, hi = PAUSES[entry.pause].seconds
+    return (lo + hi) / 2 - entry.paused_for
+
+
+def compress_gain(entry: EntryView) -> int:
+    """GPU blocks one compress call frees on `entry` (each level halves its private blocks)."""
+    if entry.quantization.next_level is None or entry.swapped:
+        return 0
+    return entry.private_blocks - -(-entry.private_blocks // 2)
+
+
+def slot_features(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
+    """(max_slots, F) float32: one row per entry in observation order, zero rows after."""
+    out = np.zeros((max_slots, F), dtype=np.float32)
+    cap = float(obs.capacity)
+    room = obs.cpu_capacity - obs.cpu_used
+    turns = max(obs.turns, 1)
+    for i, e in enumerate(obs.entries[:max_slots]):
+        row = out[i]
+        row[0] = 1.0
+        row[1] = not e.paused
+        row[2] = e.paused and not e.swapped
+        row[3] = e.swapped
+        if e.pause is not None:
+            row[4 + _KINDS.index(e.pause)] = 1.0
+        row[7 + _TYPES.index(e.block_type)] = 1.0
+        if e.phase in _PHASES:
+            row[12 + _PHASES.index(e.phase)] = 1.0
+        row[15 + _QUANT.index(e.quantization)] = 1.0
+        row[18] = e.priority
+        row[19] = e.progress
+        row[20] = e.tokens / 8192
+        row[21] = e.rate / 64
+        row[22] = e.private_blocks / cap
+        row[23] = e.shared_blocks / cap
+        row[24] = e.frees / cap
+        row[25] = compress_gain(e) / cap
+        row[26] = (obs.turn - e.last_access) / turns
+        row[27] = e.paused_for / 15
+        row[28] = expected_left(e) / 15
+        row[29] = EVICTION_VALUE[e.block_type] * (1 - e.priority / 2) * (1 - e.progress / 2)
+        row[30] = (not e.swapped) and e.private_blocks <= room
+    np.clip(out, LOW, HIGH, out=out)
+    return out
+
+
+def global_features(obs: Observation) -> np.ndarray:
+    """(G,) float32: the memory, CPU tier and queue state of this turn."""
+    cap = float(obs.capacity)
+    usage_next = (obs.used + growth_blocks(obs)) / cap
+    queue = obs.queue
+    gpu_entries = [e for e in obs.entries if not e.swapped]
+    out = np.array(
+        [
+            obs.turn / max(obs.turns, 1),
+            obs.usage,
+            obs.cached / cap,
+            obs.free / cap,
+            usage_next,
+            max(0.0, usage_next - 0.80),
+            max(0.0, usage_next - 0.95),
+            obs.cpu_used / obs.cpu_capacity if obs.cpu_capacity else 0.0,
+            (obs.cpu_capacity - obs.cpu_used) / cap,
+            queue.waiting / 16,
+            queue.oldest_wait / max(obs.max_wait, 1),
+            float(queue.waiting > 0 and queue.oldest_wait >= obs.max_wait - 1),
+            queue.head_blocks / cap,
+            queue.demand_blocks / cap,
+            queue.preempted / 16,
+            len(obs.entries) / MAX_SLOTS,
+            sum(e.gpu_cost for e in gpu_entries if e.paused) / cap,
+            (
+                sum(e.quantization is Quantization.FP16 for e in gpu_entries) / len(gpu_entries)
+                if gpu_entries
+                else 0.0
+            ),
+        ],
+        dtype=np.float32,
+    )
+    np.clip(out, LOW, HIGH, out=out)
+    return out

@@ -1,0 +1,389 @@
+"""Gymnasium interface to the serving simulator: `kvcache/Serving-v0`, registered on import.
+
+    import gymnasium as gym
+    import kv_cache_env.gym  # registers kvcache/Serving-v0
+
+    env = gym.make("kvcache/Serving-v0", scenario="hard")
+    obs, info = env.reset(seed=0)
+    while True:
+        action = policy(obs)  # pick among obs["action_mask"] == 1
+        obs, reward, terminated, truncated, info = env.step(action)
+        if terminated:
+            break
+
+Needs the optional `gym` extra (`uv sync --extra gym`, `pip install kvcache-arena[gym]`).
+
+## Episode
+One episode is one simulator episode (`kv_cache_env.episodes.EpisodeSpec`): a scenario of the
+suite (or a trace window), 15 agent turns, then the agent-free drain. A *turn* is any number of
+sub-steps: each non-noop action applies one tool call to the simulator (as one LLM tool call
+does); the `noop` action ends the turn and advances the engine one step (as the end of an LLM
+reply does). After `max_calls_per_turn` calls (128, the LLM env's cap) the turn ends by itself.
+The episode terminates after the last turn's engine step and the drain; it is never truncated.
+
+## Reset
+`reset(seed=s)` seeds the env's generator, from which the episode seed is drawn in
+`seed_range` (default: the documented training range, seeds >= 1,000,000, so nothing evaluated
+is trained on); later `reset()` calls draw the next episodes from the same stream. Options
+(`reset(options={...})`): `seed` plays exactly that episode seed (e.g. evaluation seeds 0, 1, ...),
+`scenario` and `trace` switch the episode source (the spaces do not change). Same options and
+actions give the same episode, bit for bit.
+
+## Observation space (`Dict`)
+- `slots`: `Box(-4, 8, (max_slots, 31), float32)`, one row per sequence holding KV (running,
+  paused on the GPU, paused on CPU) in the observation's order (largest GPU cost first), zero
+  rows after the last; its columns are `kv_cache_env.features.SLOT_FEATURES`.
+- `globals`: `Box(-4, 8, (18,), float32)`, memory, CPU tier and queue state
+  (`GLOBAL_FEATURES`).
+- `action_mask`: `MultiBinary(1 + 3 * max_slots)`, 1 where the action is valid now.
+
+Both arrays are built from `Simulator.observe()`, the observation every built-in policy and the
+LLM (as text) see; nothing hidden (a paused session's return time) is in them. The size cap is
+`max_slots` (128 by default; the suite's busiest episodes hold up to 89 sequences): sequences
+past it are not shown and cannot be acted on.
+
+## Action space (`Discrete(1 + 3 * max_slots)`)
+`0` = `noop` (ends the turn); `1 + tool * max_slots + slot` applies `tool` (0 `evict`, 1
+`compress`, 2 `swap`) to the sequence in row `slot`. The mask follows `Simulator.apply`: `evict`
+on any shown sequence, `compress` on one on the GPU below int4, `swap` on one on the GPU whose
+private blocks fit in the free CPU blocks; `noop` always. An action outside the mask changes
+nothing and counts as an invalid call (`invalid_calls`, as an LLM's bad call does);
+`info["error"]` says what was wrong. Masked policies (sb3-contrib's MaskablePPO) read
+`env.action_masks()`.
+
+## One step per turn: `kvcache/ServingTurns-v0`
+The same episodes, observation and rewards with one step per turn: the action is
+`MultiDiscrete([4] * max_slots)` (per row: 0 keep, 1 `evict`, 2 `compress`, 3 `swap`, applied
+in row order, then the engine steps) and `action_mask` is `(max_slots, 4)`; see
+`ServingTurnsEnv`. Every episode is then exactly `steps` (15) steps long, which suits batched
+rollouts.
+
+## Rewards
+- `reward="sparse"` (default, like the LLM environment): 0 on every step, and on the terminal
+  step the serving rubric's weighted reward (`rubrics.score`) of the whole episode, drain
+  included.
+- `reward="shaped"` (opt-in, *not* the benchmark's reward): at the end of each turn, the change
+  in the rubric evaluated on the episode so far (failures, throughput, headroom and the cache
+  snapshot up to this turn; the first turn is measured from 0); sub-steps get 0. The rewards
+  telescope, so an episode's shaped rewards sum exactly to its sparse reward; only their
+  timing differs.
+`info` on the terminal step holds `components` (the seven rubric components), `metrics` (the
+episode metrics) and `reward` (the sparse reward, whatever the mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from rubrics import episode_metrics, score
+
+from .episodes import TRAIN_SEED_START, EpisodeSpec
+from .features import GLOBAL_FEATURES, HIGH, LOW, MAX_SLOTS, SLOT_FEATURES, global_features
+from .features import slot_features as _slot_features
+from .sim import Action, Observation, Simulator, compress, evict, render, swap
+
+ENV_ID = "kvcache/Serving-v0"
+TURNS_ENV_ID = "kvcache/ServingTurns-v0"
+TOOLS: tuple[str, ...] = ("evict", "compress", "swap")
+_BUILD = {"evict": evict, "compress": compress, "swap": swap}
+MAX_CALLS_PER_TURN = 128
+TRAIN_SEED_RANGE = (TRAIN_SEED_START, TRAIN_SEED_START + (1 << 30))
+RewardMode = Literal["sparse", "shaped"]
+
+
+class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
+    """The KV-cache serving game as a Gymnasium environment (the module docstring is its spec)."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 - gymnasium's API
+
+    def __init__(
+        self,
+        scenario: str = "medium",
+        trace: str | None = None,
+        steps: int | None = None,
+        reward: RewardMode = "sparse",
+        weights: Mapping[str, float] | None = None,
+        max_slots: int = MAX_SLOTS,
+        max_calls_per_turn: int = MAX_CALLS_PER_TURN,
+        seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
+        render_mode: str | None = None,
+    ) -> None:
+        if reward not in ("sparse", "shaped"):
+            raise ValueError(f"reward must be 'sparse' or 'shaped', got {reward!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if max_slots < 1 or max_calls_per_turn < 1:
+            raise ValueError("max_slots and max_calls_per_turn must be >= 1")
+        if not 0 <= seed_range[0] < seed_range[1]:
+            raise ValueError(f"seed_range must be (low, high) with 0 <= low < high: {seed_range}")
+        EpisodeSpec(scenario, 0, trace, steps=steps).resolve()  # fail on a bad name now
+        self.scenario = scenario
+        self.trace = trace
+        self.steps = steps
+        self.reward_mode: RewardMode = reward
+        self.weights = dict(weights) if weights else None
+        self.max_slots = max_slots
+        self.max_calls_per_turn = max_calls_per_turn
+        self.seed_range = seed_range
+        self.render_mode = render_mode
+        self.n_actions = 1 + len(TOOLS) * max_slots
+        self.action_space = spaces.Discrete(self.n_actions)
+        self.observation_space = spaces.Dict(
+            {
+                "slots": spaces.Box(LOW, HIGH, (max_slots, len(SLOT_FEATURES)), np.float32),
+                "globals": spaces.Box(LOW, HIGH, (len(GLOBAL_FEATURES),), np.float32),
+                "action_mask": spaces.MultiBinary(self.n_actions),
+            }
+        )
+        self.sim: Simulator | None = None
+        self._obs: Observation | None = None
+        self._mask = np.zeros(self.n_actions, dtype=np.int8)
+        self._calls = 0
+        self._potential = 0.0
+        self.episode_seed: int | None = None
+
+    # --- gymnasium API -----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"seed", "scenario", "trace"}
+        if unknown:
+            known = "scenario, seed, trace"
+            raise ValueError(f"unknown reset options {sorted(unknown)}; known: {known}")
+        if "scenario" in options:
+            self.scenario = str(options["scenario"])
+        if "trace" in options:
+            self.trace = options["trace"]
+        if options.get("seed") is not None:
+            episode_seed = int(options["seed"])
+        else:
+            episode_seed = int(self.np_random.integers(*self.seed_range))
+        spec = EpisodeSpec(self.scenario, episode_seed, self.trace, steps=self.steps)
+        self.sim = spec.simulator()
+        self.episode_seed = episode_seed
+        self._calls = 0
+        self._potential = 0.0
+        self._refresh()
+        return self._observation(), self._info(spec_label=spec.label)
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        sim = self.sim
+        if sim is None or self._obs is None:
+            raise RuntimeError("call reset() before step()")
+        if sim.done:
+            raise RuntimeError("the episode is over; call reset()")
+        action = int(action)
+        if not 0 <= action < self.n_actions:
+            raise ValueError(f"action {action} outside Discrete({self.n_actions})")
+        info: dict[str, Any] = {}
+        end_turn = action == 0
+        if not end_turn:
+            tool, slot = divmod(action - 1, self.max_slots)
+            kind = TOOLS[tool]
+            entries = self._obs.entries
+            if slot >= min(len(entries), self.max_slots):
+                sim.count_invalid()
+                info["error"] = f"{kind}: slot {slot} is empty ({len(entries)} sequences shown)"
+            else:
+                result = sim.apply(_BUILD[kind](entries[slot].seq_id))
+                if not result.ok:
+                    info["error"] = result.message
+            self._calls += 1
+            end_turn = self._calls >= self.max_calls_per_turn
+        reward = self._end_turn(info) if end_turn else 0.0
+        self._refresh()
+        info.update(self._info())
+        return self._observation(), float(reward), sim.done, False, info
+
+    def _end_turn(self, info: dict[str, Any]) -> float:
+        """Step the engine (the drain follows the last turn); the turn's reward."""
+        sim = self.sim
+        assert sim is not None
+        if self._calls == 0:
+            sim.count_implicit_noop()  # as an LLM reply without a tool call
+        sim.step()
+        self._calls = 0
+        if self.reward_mode == "sparse" and not sim.done:
+            return 0.0
+        scored = score(sim.record(), self.weights)
+        reward = scored.reward
+        if self.reward_mode == "shaped":
+            reward = scored.reward - self._potential
+            self._potential = scored.reward
+        if sim.done:
+            info["reward"] = scored.reward
+            info["components"] = dict(scored.components)
+            info["metrics"] = episode_metrics(sim.record())
+        return reward
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._obs is None:
+            return None
+        return render(self._obs)
+
+    def action_masks(self) -> np.ndarray:
+        """The valid actions now, as booleans (sb3-contrib's MaskablePPO calls this)."""
+        return self._mask.astype(bool)
+
+    # --- helpers -----------------------------------------------------------------------------
+    def decode(self, action: int) -> Action | None:
+        """The simulator action `action` stands for now (None for noop or an empty slot)."""
+        if action == 0 or self._obs is None:
+            return None
+        tool, slot = divmod(int(action) - 1, self.max_slots)
+        if slot >= len(self._obs.entries):
+            return None
+        return _BUILD[TOOLS[tool]](self._obs.entries[slot].seq_id)
+
+    def _refresh(self) -> None:
+        assert self.sim is not None
+        self._obs = obs = self.sim.observe(hints=False)
+        if self.sim.done:
+            # the terminal observation: the state after the drain; only "do nothing" is valid
+            self._mask = np.zeros_like(self._mask)
+            self._mask[..., 0] = 1
+            return
+        self._mask = self._mask_for(obs)
+
+    def _mask_for(self, obs: Observation) -> np.ndarray:
+        return action_mask(obs, self.max_slots)
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        assert self._obs is not None
+        return {
+            "slots": _slot_features(self._obs, self.max_slots),
+            "globals": global_features(self._obs),
+            "action_mask": self._mask.copy(),
+        }
+
+    def _info(self, spec_label: str | None = None) -> dict[str, Any]:
+        assert self.sim is not None
+        info: dict[str, Any] = {
+            "action_mask": self._mask.astype(bool),
+            "turn": self.sim.turn,
+            "episode_seed": self.episode_seed,
+        }
+        if spec_label is not None:
+            info["scenario"] = spec_label
+        return info
+
+
+class ServingTurnsEnv(ServingEnv):
+    """`kvcache/ServingTurns-v0`: the same game with one step per turn (module docstring).
+
+    The action is `MultiDiscrete([4] * max_slots)`: for each row of the turn's observation,
+    0 keep, 1 `evict`, 2 `compress`, 3 `swap`; the chosen calls are applied in row order (largest
+    GPU cost first), then the engine steps. `action_mask` is `(max_slots, 4)`: what each row
+    accepts at the start of the turn (an earlier call of the same turn can still make a later
+    one invalid, e.g. offloads that fill the CPU tier; it is then counted invalid, as always).
+    One call per sequence per turn, as the `learned` baseline decides.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        shape = (self.max_slots, 1 + len(TOOLS))
+        self.action_space = spaces.MultiDiscrete(np.full(self.max_slots, shape[1]))
+        self.observation_space = spaces.Dict(
+            {**self.observation_space.spaces, "action_mask": spaces.MultiBinary(shape)}
+        )
+        self._mask = np.zeros(shape, dtype=np.int8)
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        sim = self.sim
+        if sim is None or self._obs is None:
+            raise RuntimeError("call reset() before step()")
+        if sim.done:
+            raise RuntimeError("the episode is over; call reset()")
+        choice = np.asarray(action)
+        if choice.shape != (self.max_slots,) or not self.action_space.contains(
+            choice.astype(np.int64)
+        ):
+            raise ValueError(f"action must be {self.max_slots} choices in 0..{len(TOOLS)}")
+        info: dict[str, Any] = {}
+        entries = self._obs.entries
+        errors = []
+        for slot in np.flatnonzero(choice):
+            kind = TOOLS[int(choice[slot]) - 1]
+            if slot >= len(entries):
+                sim.count_invalid()
+                errors.append(f"{kind}: slot {slot} is empty ({len(entries)} sequences shown)")
+            elif not (result := sim.apply(_BUILD[kind](entries[slot].seq_id))).ok:
+                errors.append(result.message)
+            self._calls += 1
+        if errors:
+            info["errors"] = errors
+        reward = self._end_turn(info)
+        self._refresh()
+        info.update(self._info())
+        return self._observation(), float(reward), sim.done, False, info
+
+    def decode(self, action: np.ndarray) -> list[Action]:  # type: ignore[override]
+        """The simulator calls `action` stands for now, in the order they would be applied."""
+        entries = self._obs.entries if self._obs is not None else ()
+        return [
+            _BUILD[TOOLS[int(action[slot]) - 1]](entries[slot].seq_id)
+            for slot in np.flatnonzero(action)
+            if slot < len(entries)
+        ]
+
+    def action_masks(self) -> np.ndarray:
+        """Flat booleans, row by row (sb3-contrib's layout for MultiDiscrete)."""
+        return self._mask.astype(bool).ravel()
+
+    def _mask_for(self, obs: Observation) -> np.ndarray:
+        flat = action_mask(obs, self.max_slots)
+        mask = np.zeros((self.max_slots, 1 + len(TOOLS)), dtype=np.int8)
+        mask[:, 0] = 1
+        mask[:, 1:] = flat[1:].reshape(len(TOOLS), self.max_slots).T
+        return mask
+
+
+def action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
+    """int8 mask over `Discrete(1 + 3 * max_slots)`: what `Simulator.apply` accepts now."""
+    mask = np.zeros(1 + len(TOOLS) * max_slots, dtype=np.int8)
+    mask[0] = 1
+    room = obs.cpu_capacity - obs.cpu_used
+    for slot, e in enumerate(obs.entries[:max_slots]):
+        mask[1 + slot] = 1  # evict: running, paused on the GPU or on CPU
+        if not e.swapped:
+            mask[1 + max_slots + slot] = e.quantization.next_level is not None
+            mask[1 + 2 * max_slots + slot] = e.private_blocks <= room
+    return mask
+
+
+def make_vector_env(
+    num_envs: int,
+    *,
+    mode: Literal["sync", "async"] = "sync",
+    env_id: str = ENV_ID,
+    **kwargs: Any,
+) -> gymnasium.vector.VectorEnv:
+    """`num_envs` copies of `env_id` (keyword arguments as for `ServingEnv`) behind Gymnasium's
+    vector API; `reset(seed=s)` seeds copy i with s + i. `mode="async"` runs each copy in its
+    own process."""
+    return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **kwargs)
+
+
+if ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=ENV_ID, entry_point="kv_cache_env.gym:ServingEnv")
+if TURNS_ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=TURNS_ENV_ID, entry_point="kv_cache_env.gym:ServingTurnsEnv")
+
+__all__ = [
+    "ENV_ID",
+    "TOOLS",
+    "TURNS_ENV_ID",
+    "ServingEnv",
+    "ServingTurnsEnv",
+    "action_mask",
+    "make_vector_env",
+]

@@ -1,0 +1,174 @@
+"""`learned`: a linear scoring policy whose weights were trained on the training seeds.
+
+Each turn, for every sequence on the GPU (in the observation's order, largest first), it scores
+the three tools with a linear function of that sequence's features and the turn's global
+features (`kv_cache_env.features`, the same numbers the Gymnasium environment shows), and
+applies the best-scoring tool the simulator would accept if its score is above 0 — at most one
+call per sequence per turn, so compressing twice takes two turns. Offloads count down the free
+CPU blocks as they are chosen, so a session whose KV no longer fits falls to its next-best tool.
+
+There are two weight sets: one for fp16 deployments (`easy`, `medium`, `hard`) and one for
+deployments that store KV at fp8/int8 already (the named regimes), chosen by whether any
+sequence stored at fp16 has been seen since turn 0 of the episode — a fact of the observation,
+not of the scenario's name. The weights (`learned_weights.json`, beside this module) come from
+`scripts/train_learned.py` (cross-entropy method over training seeds, selected on a separate
+range); the file records the feature names, so a mismatch fails loudly. Observation-only: it
+acts through `act(observation)` and runs behind the policy server like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kv_cache_env.features import GLOBAL, SLOT, global_features, slot_features
+from kv_cache_env.sim import Action, Observation, Quantization, compress, evict, swap
+
+from .base import Policy
+
+WEIGHTS_FILE = Path(__file__).with_name("learned_weights.json")
+TOOLS = ("evict", "compress", "swap")
+_BUILD = {"evict": evict, "compress": compress, "swap": swap}
+GROUPS = ("fp16", "fp8")
+
+ENTRY_INPUTS: tuple[str, ...] = (
+    "running",
+    "paused_gpu",
+    "pause_tool",
+    "pause_long_tool",
+    "pause_human",
+    "type_system",
+    "type_context",
+    "type_generation",
+    "type_reasoning",
+    "type_ephemeral",
+    "kv_fp16",
+    "kv_int8",
+    "priority",
+    "progress",
+    "tokens",
+    "private_blocks",
+    "paused_for",
+    "expected_left",
+    "eviction_score",
+)
+GLOBAL_INPUTS: tuple[str, ...] = (
+    "turn",
+    "usage_next",
+    "over_080",
+    "over_095",
+    "urgent",
+    "cpu_free",
+    "paused_share",
+    "queue",
+)
+INPUTS: tuple[str, ...] = (*ENTRY_INPUTS, *(f"g_{n}" for n in GLOBAL_INPUTS), "bias")
+"""The inputs of each tool's score, in weight-column order."""
+_ENTRY_IDX = np.array([SLOT[n] for n in ENTRY_INPUTS])
+_GLOBAL_IDX = np.array([GLOBAL[n] for n in GLOBAL_INPUTS])
+
+
+@dataclass(frozen=True)
+class LinearWeights:
+    """One (3, len(INPUTS)) matrix per deployment group: rows evict, compress, swap."""
+
+    fp16: np.ndarray
+    fp8: np.ndarray
+
+    def group(self, name: str) -> np.ndarray:
+        return self.fp16 if name == "fp16" else self.fp8
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "inputs": list(INPUTS),
+            "tools": list(TOOLS),
+            **{g: np.round(self.group(g), 6).tolist() for g in GROUPS},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> LinearWeights:
+        if data.get("inputs") != list(INPUTS) or data.get("tools") != list(TOOLS):
+            raise ValueError("learned weights were made for other inputs or tools; retrain them")
+        mats = {}
+        for g in GROUPS:
+            mat = np.asarray(data[g], dtype=np.float64)
+            if mat.shape != (len(TOOLS), len(INPUTS)) or not np.isfinite(mat).all():
+                raise ValueError(
+                    f"learned weights {g!r}: expected finite {len(TOOLS)}x{len(INPUTS)}"
+                )
+            mats[g] = mat
+        return cls(**mats)
+
+    @classmethod
+    def load(cls, path: Path = WEIGHTS_FILE) -> LinearWeights:
+        return cls.from_json(json.loads(path.read_text()))
+
+
+def inputs(obs: Observation) -> np.ndarray:
+    """(entries, len(INPUTS)): each entry's score inputs (every entry, no slot cap)."""
+    n = len(obs.entries)
+    slots = slot_features(obs, max(n, 1))[:n]
+    out = np.empty((n, len(INPUTS)))
+    out[:, : len(ENTRY_INPUTS)] = slots[:, _ENTRY_IDX]
+    out[:, len(ENTRY_INPUTS) : -1] = global_features(obs)[_GLOBAL_IDX]
+    out[:, -1] = 1.0
+    return out
+
+
+def decide_linear(obs: Observation, weights: np.ndarray) -> list[Action]:
+    """One turn of the linear policy with one weight matrix (the training script's inner loop)."""
+    if not obs.entries:
+        return []
+    scores = inputs(obs) @ weights.T  # (entries, 3)
+    room = obs.cpu_capacity - obs.cpu_used
+    actions: list[Action] = []
+    for e, row in zip(obs.entries, scores, strict=True):
+        if e.swapped:
+            continue
+        best, best_tool = 0.0, -1
+        for t in range(3):
+            if row[t] <= best:
+                continue
+            if t == 1 and e.quantization.next_level is None:
+                continue
+            if t == 2 and e.private_blocks > room:
+                continue
+            best, best_tool = float(row[t]), t
+        if best_tool < 0:
+            continue
+        if best_tool == 2:
+            room -= e.private_blocks
+        actions.append(_BUILD[TOOLS[best_tool]](e.seq_id))
+    return actions
+
+
+class LearnedPolicy(Policy):
+    """Linear tool scores per sequence, trained by `scripts/train_learned.py` (module doc)."""
+
+    name = "learned"
+
+    def __init__(self, weights: LinearWeights | None = None) -> None:
+        self.weights = weights if weights is not None else _shipped()
+        self._fp16_seen = False
+
+    def reset(self, seed: int) -> None:
+        self._fp16_seen = False
+
+    def act(self, obs: Observation) -> list[Action]:
+        if obs.turn == 0:
+            self._fp16_seen = False  # also right where reset is not called (policy server)
+        if any(e.quantization is Quantization.FP16 for e in obs.entries):
+            self._fp16_seen = True
+        return decide_linear(obs, self.weights.group("fp16" if self._fp16_seen else "fp8"))
+
+
+_CACHE: list[LinearWeights] = []
+
+
+def _shipped() -> LinearWeights:
+    if not _CACHE:
+        _CACHE.append(LinearWeights.load())
+    return _CACHE[0]
