@@ -10,16 +10,13 @@ kvarena policies | kvarena scenarios
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import platform
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -29,9 +26,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.episodes import EpisodeSpec, load_episode_trace
 from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
-from kv_cache_env.traces import TraceError, load_trace
+from kv_cache_env.traces import TraceError
 
 from . import policies
 from .edge import InputError, SafeGroup, check_options, check_out_dir, parse_weights
@@ -41,6 +38,8 @@ from .run_dir import RunDir, prepare_run_dir, write_run_info
 from .summary import COLUMNS, Row, summarize
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from .local_model import LocalModelServer
     from .model_eval import ModelSpec
 
@@ -210,7 +209,7 @@ def eval_command(
         if len(tiers) != 1:
             raise _fail("--trace takes one --scenario (the tier whose budget it uses)")
         try:
-            load_trace(trace)
+            load_episode_trace(str(trace))  # parsed once: the episodes reuse it
         except TraceError as error:
             raise _fail(str(error)) from None
     spec = None
@@ -385,6 +384,8 @@ def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: R
                 task, advance=1, description=f"{spec.agent} reward {mean} errors {errors}"
             )
 
+        import asyncio  # imported where used: start-up time of every other command
+
         asyncio.run(run_model_jobs(jobs, spec, concurrency=concurrency, on_result=on_result))
 
 
@@ -403,6 +404,8 @@ def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob
                 yield job, run_job(job)
                 progress.advance(task)
             return
+        from concurrent.futures import ProcessPoolExecutor, as_completed  # (start-up time)
+
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures: dict[Future[dict[str, Any]], EpisodeJob] = {
                 pool.submit(run_job, job): job for job in jobs
@@ -469,6 +472,8 @@ def _cell(header: str, mean: float, half: float) -> str:
 
 
 def _versions() -> dict[str, str]:
+    from importlib import metadata  # (start-up time of commands that write no run.json)
+
     versions = {"python": platform.python_version(), "platform": sys.platform}
     for dist in ("kvcache-arena", "numpy", "rich", "typer"):
         try:
@@ -856,22 +861,51 @@ def bench_command(
         typer.Option(help="Trace for the replay figure: a built-in name (kvarena traces) or path."),
     ] = "mooncake-conversation",
     as_json: Annotated[bool, typer.Option("--json", help="Print figures as JSON.")] = False,
+    speed: Annotated[
+        bool, typer.Option(help="The engine-speed table (each figure in a fresh process).")
+    ] = True,
+    before: Annotated[
+        Path | None,
+        typer.Option(help="Worktree of an older commit, measured beside this one (ratios)."),
+    ] = None,
+    repeats: Annotated[int, typer.Option(min=1, help="Speed table: paired repeats.")] = 3,
+    bound_episodes: Annotated[int, typer.Option(min=0, help="Speed table: bound episodes.")] = 6,
+    speed_episodes: Annotated[
+        int, typer.Option(min=1, help="Speed table: hard episodes per policy.")
+    ] = 200,
 ) -> None:
-    """Measure simulator speed, the full-trace replay time and the observation size."""
+    """Measure simulator speed, the full-trace replay time and the observation size; with
+    --before, the engine-speed table of this tree against an older commit's worktree."""
     from kv_cache_env.trace_data import resolve_trace
 
     from .bench import run_bench
+    from .speed import run_speed
 
     if not resolve_trace(trace).is_file():
         raise _fail(f"{trace}: no such trace file")
+    if before is not None and not (before / "environments" / "kv_cache_env").is_dir():
+        raise _fail(f"{before}: not a kvcache-arena worktree (git worktree add --detach ...)")
     figures = run_bench(episodes=episodes, trace=trace, progress=None if as_json else console)
+    if speed:
+        figures["speed"] = run_speed(
+            before=before,
+            trace=trace,
+            repeats=repeats,
+            hard_episodes=speed_episodes,
+            bound_episodes=bound_episodes,
+        )
     if as_json:
         out_console.print_json(json.dumps(figures))
         return
     table = Table("figure", "value", title="kvarena bench", title_justify="left")
     for key, val in figures.items():
-        table.add_row(key, f"{val:,.3f}" if isinstance(val, float) else str(val))
+        if key != "speed":
+            table.add_row(key, f"{val:,.3f}" if isinstance(val, float) else str(val))
     out_console.print(table)
+    if speed:
+        from .speed import speed_table
+
+        out_console.print(speed_table(figures["speed"]))
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -82,7 +82,9 @@ def test_unknown_trace_name_lists_the_builtin_ones(tmp_path):
 def test_bench_prints_figures_as_json():
     done = kvarena("bench", "--episodes", "3", "--json", "--trace", "/nonexistent.jsonl")
     assert done.returncode == 2 and "no such trace file" in done.stderr
-    done = kvarena("bench", "--episodes", "3", "--json")
+    done = kvarena("bench", "--episodes", "3", "--json", "--before", "/nonexistent")
+    assert done.returncode == 2 and "not a kvcache-arena worktree" in done.stderr
+    done = kvarena("bench", "--episodes", "3", "--json", "--no-speed")  # tests/test_speed_bench.py
     assert done.returncode == 0, done.stderr
     figures = json.loads(done.stdout)
     assert figures["episodes_per_scenario"] == 3

@@ -61,6 +61,12 @@ class EpisodeSpec:
         return Simulator(scenario, self.seed, schedule=schedule)
 
 
+def load_episode_trace(path: str) -> Trace:
+    """The trace episodes replay, parsed once per process (and inherited by forked workers):
+    the CLI checks a trace with this before its episodes resolve it."""
+    return _load(path)
+
+
 @lru_cache(maxsize=4)
 def _load(path: str) -> Trace:
     return load_trace(path)

@@ -1,7 +1,8 @@
 """The KV-cache serving simulator: pure, deterministic, step-clocked.
 
 Nothing in this package does I/O, reads the wall clock or knows about rubrics, policies,
-verifiers or the CLI.
+verifiers or the CLI (`vector.py` starts worker processes and talks to them over pipes, nothing
+else).
 """
 
 from .actions import (
@@ -40,6 +41,7 @@ from .types import (
     Quantization,
     Status,
 )
+from .vector import VectorSimulator, VectorStep
 from .workload import FollowUp, Request, Schedule, schedule_from_requests, synthesize
 
 __all__ = [
@@ -77,6 +79,8 @@ __all__ = [
     "Simulator",
     "Status",
     "StepStats",
+    "VectorSimulator",
+    "VectorStep",
     "approx_tokens",
     "compress",
     "evict",

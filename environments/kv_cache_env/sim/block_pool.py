@@ -35,7 +35,11 @@ class BlockPool:
         "unit",
     )
 
-    def __init__(self, num_blocks: int, unit: int = 1) -> None:
+    def __init__(self, num_blocks: int, unit: int = 1, *, reclaims: bool = True) -> None:
+        """`reclaims=False` promises the pool never runs short of free blocks (the reference
+        engine's unlimited pool), so no cached block is ever reclaimed and `cached` needs no
+        LRU order: a plain dict, about half the memory of an OrderedDict for the ~180 k cached
+        hashes of a full Mooncake replay. A reclaim from it fails loudly."""
         if num_blocks < 1:
             raise ValueError(f"a block pool needs at least 1 block, got {num_blocks}")
         if unit < 1:
@@ -45,7 +49,7 @@ class BlockPool:
         self.num_free = num_blocks
         self.num_private = 0
         self.ref_counts: dict[int, int] = {}
-        self.cached: OrderedDict[int, None] = OrderedDict()
+        self.cached: OrderedDict[int, None] | dict[int, None] = OrderedDict() if reclaims else {}
         self.peak_used = 0
 
     # --- views -------------------------------------------------------------------------------
@@ -67,6 +71,11 @@ class BlockPool:
         """Longest leading run of `hashes` held in the pool, and how many of those are cached
         (reference count 0), in hashes (x `unit` for blocks). A chain stops at its first miss,
         as in vLLM's find_longest_cache_hit."""
+        counts = self.ref_counts
+        if all(map(counts.__contains__, hashes)):
+            # The common case (a popular prefix held by running sequences), checked in one
+            # C-level pass instead of a Python loop over the chain.
+            return len(hashes), 0
         hits = cached = 0
         for h in hashes:
             if h in self.ref_counts:
@@ -108,27 +117,33 @@ class BlockPool:
         in a `cached_hit_length` just computed (nothing may change in between)."""
         if hits is None:
             hits, _ = self.cached_hit_length(hashes)
+        counts = self.ref_counts
+        cached = self.cached
+        get = counts.get  # one lookup per hash instead of `in` then `+=` (two)
         for h in hashes[:hits]:
-            if h in self.ref_counts:
-                self.ref_counts[h] += 1
+            count = get(h)
+            if count:
+                counts[h] = count + 1
             else:
-                del self.cached[h]
-                self.ref_counts[h] = 1
+                del cached[h]
+                counts[h] = 1
         stored = list(hashes[hits:])
         need = len(stored) * self.unit
         if need > self.available:
             raise ValueError(f"no free blocks: need {need}, available {self.available}")
         reclaimed = self._take(need)
-        for h in stored:
-            self.ref_counts[h] = 1
+        if stored:
+            counts.update(dict.fromkeys(stored, 1))  # in chain order, in C
         self._note_peak()
         return hits, stored, reclaimed
 
-    def release_prefix(self, hashes: Sequence[int]) -> None:
+    def release_prefix(self, hashes: Sequence[int]) -> int:
         """Drop one reference to each block of the chain. Blocks reaching 0 stay cached; the
-        chain is released tail first so its tail is reclaimed first (vLLM frees in reverse)."""
+        chain is released tail first so its tail is reclaimed first (vLLM frees in reverse).
+        Returns how many hashes reached 0 (the ones the caller held alone; x `unit` for blocks)."""
         counts = self.ref_counts
         cached = self.cached
+        released = 0
         for h in reversed(hashes):
             count = counts[h] - 1
             if count:
@@ -136,6 +151,8 @@ class BlockPool:
             else:
                 del counts[h]
                 cached[h] = None
+                released += 1
+        return released
 
     # --- internals ---------------------------------------------------------------------------
     def _take(self, n: int) -> list[int]:
@@ -147,7 +164,9 @@ class BlockPool:
         # need goes back to the free count.
         units = -(-(n - from_free) // self.unit)
         self.num_free += units * self.unit - (n - from_free)
-        popitem = self.cached.popitem
+        cached = self.cached
+        assert isinstance(cached, OrderedDict), "reclaim from a pool built with reclaims=False"
+        popitem = cached.popitem
         return [popitem(last=False)[0] for _ in range(units)]
 
     def _note_peak(self) -> None:
@@ -162,7 +181,7 @@ class BlockPool:
         clone.num_free = self.num_free
         clone.num_private = self.num_private
         clone.ref_counts = dict(self.ref_counts)
-        clone.cached = OrderedDict(self.cached)
+        clone.cached = type(self.cached)(self.cached)
         clone.peak_used = self.peak_used
         return clone
 

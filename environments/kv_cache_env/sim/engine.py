@@ -121,12 +121,20 @@ class _Tally:
 class Engine:
     """State and mechanics of one simulated server over one schedule."""
 
-    def __init__(self, scenario: Scenario, schedule: Schedule, capacity: int) -> None:
+    def __init__(
+        self, scenario: Scenario, schedule: Schedule, capacity: int, *, reference: bool = False
+    ) -> None:
+        """`reference=True`: the unconstrained reference run, which saves memory (a full
+        Mooncake replay's reference otherwise holds ~13 MiB it never reads): `capacity` is
+        never reached, so its pool keeps cached blocks without LRU order (see `BlockPool`), and
+        nobody looks its requests up by id, so `sequences` stays empty and finished requests
+        are freed."""
         self.scenario = scenario
         self.schedule = schedule
         self.block_size = scenario.block_size
         self.base_level = scenario.base_quantization
-        self.pool = BlockPool(capacity, scenario.prefix_hash_blocks)
+        self.pool = BlockPool(capacity, scenario.prefix_hash_blocks, reclaims=not reference)
+        self._indexes = not reference
         self._unit = scenario.prefix_hash_blocks
         """Blocks per prefix hash (`Scenario.prefix_hash_blocks`)."""
         self._hash_tokens = self.block_size * self._unit
@@ -140,7 +148,7 @@ class Engine:
         """Sessions between two calls (PAUSED on GPU, SWAPPED to CPU, DISCARDED), by pause."""
         self.waiting: deque[Sequence] = deque()
         self.sequences: dict[str, Sequence] = {}
-        """Every request that has arrived, whatever its status."""
+        """Every request that has arrived, whatever its status (none in a reference engine)."""
         self.evictions: list[Eviction] = []
         self.admissions = 0
         self.draining = False
@@ -378,35 +386,49 @@ class Engine:
                 continue  # preempted earlier in this loop
             request = seq.request
             remaining = seq.prefill_remaining
+            generated = seq.generated
+            # (conditional expressions instead of min(): no builtin call per sequence and step)
             if remaining:
                 if not budget:
                     continue
-                take = min(budget, remaining)
+                take = budget if budget < remaining else remaining
                 # the step that ends the prompt emits a token (unless the call is complete: a
                 # sequence preempted right after its last token only rebuilds its KV)
-                n = 1 if take == remaining and seq.generated < seq.call_end else 0
+                n = 1 if take == remaining and generated < seq.call_end else 0
             else:
                 take = 0
-                n = min(request.decode_rate, seq.call_end - seq.generated)
+                n = seq.call_end - generated
+                if request.decode_rate < n:
+                    n = request.decode_rate
             level = seq.quantization_level
-            private = seq.private_prompt + seq.generated + n
-            kv = private - min(remaining - take, private)
+            private = seq.private_prompt + generated + n
+            left = remaining - take
+            kv = private - left if left < private else 0
             need = -(-kv // per_block_of[level]) - seq.gpu_blocks
             if need > 0:
-                if need > pool.available:
-                    self._make_room(need, seq, tally)
-                    if seq.status is not running_status:
-                        continue
-                self._reclaimed(pool.allocate(need))
+                if need <= pool.num_free:
+                    # Fast path of `pool.allocate(need)`: fresh blocks only, nothing reclaimed,
+                    # so no method call, checks or reclaim list for the common decode growth.
+                    pool.num_free -= need
+                    pool.num_private += need
+                    used = pool.num_private + len(pool.ref_counts) * pool.unit
+                    if used > pool.peak_used:
+                        pool.peak_used = used
+                else:
+                    if need > pool.available:
+                        self._make_room(need, seq, tally)
+                        if seq.status is not running_status:
+                            continue
+                    self._reclaimed(pool.allocate(need))
                 if self.subscribers:
                     start = seq.prefix_tokens + min(seq.gpu_blocks * per_block_of[level], kv)
                     self._emit("stored", "gpu", "grow", seq, need, (start, seq.prefix_tokens + kv))
                 seq.gpu_blocks += need
             budget -= take
-            seq.prefill_remaining = remaining - take
+            seq.prefill_remaining = left
             if n:
                 seq.first_token_by = -1
-            seq.generated += n
+            seq.generated = generated + n
             seq.last_access_step = t
             tokens += n
             effective += n * quality[level, request.block_type]
@@ -493,7 +515,8 @@ class Engine:
         pool = self.pool
         request = seq.request
         hashes = request.prefix_hashes
-        hits, cached_hits = pool.cached_hit_length(hashes)
+        # (most requests share no prefix: their empty chain skips the pool's chain walks)
+        hits, cached_hits = pool.cached_hit_length(hashes) if hashes else (0, 0)
         loaded = seq.cpu_blocks
         if loaded:
             remaining = seq.prefill_remaining
@@ -507,10 +530,11 @@ class Engine:
             pool.available - cached_hits * unit
         ):
             return None
-        _, stored, reclaimed = pool.acquire_prefix(hashes, hits)
-        self._reclaimed(reclaimed)
-        if stored and self.subscribers:
-            self._emit_prefix("stored", "admit", tuple(stored))
+        if hashes:
+            _, stored, reclaimed = pool.acquire_prefix(hashes, hits)
+            self._reclaimed(reclaimed)
+            if stored and self.subscribers:
+                self._emit_prefix("stored", "admit", tuple(stored))
         seq.prefix_held = len(hashes)
         seq.quantization_level = level
         seq.prefill_remaining = max(remaining, 1) if not loaded else remaining
@@ -573,16 +597,20 @@ class Engine:
                 quantization_level=self.base_level,
                 prefix_tokens=prefix,
             )
-            self.sequences[request.seq_id] = seq
+            if self._indexes:
+                self.sequences[request.seq_id] = seq
             self.waiting.append(seq)
 
     # --- prefix references and events --------------------------------------------------------
     def _release_prefix(self, seq: Sequence) -> int:
         """Drop `seq`'s prefix references; returns how many blocks fell to count 0."""
-        released = self._sole_prefix_blocks(seq)
-        self.pool.release_prefix(seq.request.prefix_hashes[: seq.prefix_held])
+        if not seq.prefix_held:
+            return 0
+        # The release itself counts the blocks falling to 0 (a second pass over the chain to
+        # count its sole-held blocks first is saved).
+        released = self.pool.release_prefix(seq.request.prefix_hashes[: seq.prefix_held])
         seq.prefix_held = 0
-        return released
+        return released * self._unit
 
     def _reclaimed(self, hashes: list[int]) -> None:
         if hashes and self.subscribers:
@@ -632,6 +660,7 @@ class Engine:
         clone.admissions = self.admissions
         clone.draining = self.draining
         clone.subscribers = []
+        clone._indexes = self._indexes
         clone._arrivals = self._arrivals
         clone._quality = self._quality
         clone._prefill_budget = self._prefill_budget

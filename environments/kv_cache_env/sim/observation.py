@@ -8,10 +8,10 @@ decide the same. Entries are ranked by the GPU memory they cost, largest first.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import countOf
 from typing import NamedTuple
 
 from .engine import Engine
-from .sequence import Sequence
 from .types import EVICTION_VALUE, BlockType, PauseKind, Phase, Quantization, Status
 
 CANDIDATES_SHOWN = 5
@@ -120,16 +120,7 @@ def candidate_score(entry: EntryView) -> float:
 def build_observation(
     engine: Engine, *, turn: int, turns: int, warmup: int, hints: bool = True
 ) -> Observation:
-    entries = tuple(
-        sorted(
-            (
-                _entry(engine, seq, warmup)
-                for seq in (*engine.running, *engine.paused)
-                if seq.status is not Status.DISCARDED
-            ),
-            key=lambda e: (-e.gpu_cost, e.seq_id),
-        )
-    )
+    entries = _entries(engine, warmup)
     candidates = None
     if hints:
         scored = [
@@ -141,11 +132,14 @@ def build_observation(
         candidates = tuple(scored[:CANDIDATES_SHOWN])
     t = engine.t
     waiting = engine.waiting
+    # each waiting request's need once: the head's is one of them (engine.head_need and
+    # engine.queue_demand would compute it twice)
+    needs = [engine.admission_need(s) for s in waiting]
     queue = QueueView(
         waiting=len(waiting),
         oldest_wait=max((t - s.wait_since for s in waiting), default=0),
-        head_blocks=engine.head_need(),
-        demand_blocks=engine.queue_demand(),
+        head_blocks=next((n for s, n in zip(waiting, needs, strict=True) if s.not_before <= t), 0),
+        demand_blocks=sum(needs),
         preempted=sum(1 for s in waiting if s.preemptions),
     )
     pool = engine.pool
@@ -165,33 +159,82 @@ def build_observation(
     )
 
 
-def _entry(engine: Engine, seq: Sequence, warmup: int) -> EntryView:
-    # Positional and inlined: this runs for every resident sequence on every turn.
-    request = seq.request
-    status = seq.status
-    swapped = status is Status.SWAPPED
-    if status is not Status.RUNNING:
-        phase = Phase.IDLE
-    elif seq.prefill_remaining:
-        phase = Phase.PREFILL
-    elif seq.generated < request.reasoning_tokens:
-        phase = Phase.REASONING
-    else:
-        phase = Phase.DECODE
-    return EntryView(
-        request.seq_id,
-        request.block_type,
-        phase,
-        request.priority,
-        seq.quantization_level,
-        seq.context_tokens - seq.prefill_remaining,
-        request.decode_rate,
-        seq.cpu_blocks if swapped else seq.gpu_blocks,
-        seq.prefix_held * engine.pool.unit,
-        engine.freeable_blocks(seq),
-        round(seq.generated / request.total_output, 2),
-        seq.last_access_step - warmup,
-        swapped,
-        request.followups[seq.call].pause if status is not Status.RUNNING else None,
-        engine.t - seq.paused_since if status is not Status.RUNNING else 0,
-    )
+def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
+    """Every sequence holding KV, largest GPU cost first, then by id.
+
+    The hottest code outside the engine step (every resident sequence, every turn), so it is
+    one inlined loop: entries are built with `tuple.__new__` (the same tuples EntryView's own
+    constructor makes, without its Python-level `__new__`), sorted on a decorated key, and the
+    sole-held prefix blocks (`frees`) are counted once per prefix chain: sequences sharing a
+    chain (the same tuple object) share the count, so a popular prefix is scanned once per
+    observation, not once per holder."""
+    t = engine.t
+    make = tuple.__new__
+    sole: dict[int, int] = {}
+    ref_count = engine.pool.ref_counts.__getitem__
+    unit = engine.pool.unit  # blocks per prefix hash
+    decorated = []
+    for seq in (*engine.running, *engine.paused):
+        status = seq.status
+        if status is _DISCARDED:
+            continue
+        request = seq.request
+        swapped = status is _SWAPPED
+        frees = seq.gpu_blocks
+        if seq.prefix_held:
+            # a sequence holds its whole chain or none of it (engine.check), so the chain's
+            # tuple identifies what it holds (the request keeps it alive during this call)
+            chain = request.prefix_hashes
+            if seq.prefix_held != len(chain):
+                frees = engine.freeable_blocks(seq)
+            else:
+                count = sole.get(id(chain))
+                if count is None:
+                    # engine.freeable_blocks inlined: one C-level pass over the whole chain
+                    count = sole[id(chain)] = countOf(map(ref_count, chain), 1) * unit
+                frees += count
+        if status is not _RUNNING:
+            phase = _IDLE
+            pause = request.followups[seq.call].pause
+            paused_for = t - seq.paused_since
+        else:
+            pause = None
+            paused_for = 0
+            if seq.prefill_remaining:
+                phase = _PREFILL
+            elif seq.generated < request.reasoning_tokens:
+                phase = _REASONING
+            else:
+                phase = _DECODE
+        private = seq.cpu_blocks if swapped else seq.gpu_blocks
+        shared = seq.prefix_held * unit
+        entry = make(
+            EntryView,
+            (
+                request.seq_id,
+                request.block_type,
+                phase,
+                request.priority,
+                seq.quantization_level,
+                seq.prefix_tokens + seq.private_prompt + seq.generated - seq.prefill_remaining,
+                request.decode_rate,
+                private,
+                shared,
+                frees,
+                round(seq.generated / seq.total_output, 2),
+                seq.last_access_step - warmup,
+                swapped,
+                pause,
+                paused_for,
+            ),
+        )
+        # (-gpu_cost, seq_id, entry): seq ids are unique, so entries are never compared
+        decorated.append((0 if swapped else -(private + shared), request.seq_id, entry))
+    decorated.sort()
+    return tuple([d[2] for d in decorated])
+
+
+_RUNNING = Status.RUNNING
+_SWAPPED = Status.SWAPPED
+_DISCARDED = Status.DISCARDED
+_IDLE, _PREFILL, _REASONING, _DECODE = Phase.IDLE, Phase.PREFILL, Phase.REASONING, Phase.DECODE

@@ -7,7 +7,7 @@ disagree with the state it describes). Fields marked "engine" should only be cha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .types import BlockType, PauseKind, Phase, Quantization, Status
 from .workload import Request
@@ -58,9 +58,14 @@ class Sequence:
     preemptions: int = 0
     """Times it was evicted, by the agent or the engine."""
 
+    total_output: int = field(init=False, default=0)
+    """`request.total_output`, read once: `progress` is read for every resident sequence on
+    every turn, and the request's property sums its follow-up calls each time."""
+
     def __post_init__(self) -> None:
         if self.call_end < 0:
             self.call_end = self.request.output_tokens
+        self.total_output = self.request.total_output
 
     # --- seed-003 CacheEntry fields derived from the request and the state -------------------
     @property
@@ -130,7 +135,7 @@ class Sequence:
     def progress(self) -> float:
         """Generated / target output tokens over all calls (seed 003's "progress" in risky
         eviction)."""
-        return self.generated / self.request.total_output
+        return self.generated / self.total_output
 
     @property
     def private_tokens(self) -> int:

@@ -58,7 +58,7 @@ class Reference:
 
 
 def run_reference(scenario: Scenario, schedule: Schedule) -> Reference:
-    engine = Engine(scenario, schedule, UNLIMITED_BLOCKS)
+    engine = Engine(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
     engine.cpu_capacity = 0
     tokens = block_steps = 0
     ideal = 0.0
@@ -265,16 +265,20 @@ class Simulator:
         engine = self.engine
         counts = engine.pool.ref_counts
         unit = engine.pool.unit
-        return tuple(
-            ResidentRecord(
-                seq.seq_id,
-                seq.block_type,
-                seq.gpu_blocks
-                + unit * sum(1 / counts[h] for h in seq.request.prefix_hashes[: seq.prefix_held]),
-            )
-            for seq in (*engine.running, *engine.paused)
-            if seq.status in _ON_GPU
-        )
+        # Each prefix chain's share is summed once (holders of a popular prefix share the same
+        # tuple and the same float sum; it runs at the end of every rollout of the bound).
+        shares: dict[tuple[int, int], float] = {}
+        residents = []
+        for seq in (*engine.running, *engine.paused):
+            if seq.status not in _ON_GPU:
+                continue
+            chain = seq.request.prefix_hashes
+            key = (id(chain), seq.prefix_held)
+            share = shares.get(key)
+            if share is None:
+                share = shares[key] = unit * sum(1 / counts[h] for h in chain[: seq.prefix_held])
+            residents.append(ResidentRecord(seq.seq_id, seq.block_type, seq.gpu_blocks + share))
+        return tuple(residents)
 
     def record(self) -> EpisodeRecord:
         warmup = self.scenario.warmup_steps

@@ -1,0 +1,315 @@
+"""`VectorSimulator`: many independent episodes stepped together, optionally in worker processes.
+
+    episodes = [(get_scenario("hard"), seed) for seed in range(64)]
+    with VectorSimulator(episodes, workers=2) as vec:
+        observations = vec.reset()                    # one Observation per episode
+        while not vec.done:
+            results = vec.step([my_policy(obs) for obs in observations])  # actions per episode
+            observations = [r.observation for r in results]
+        records = vec.records()                       # one EpisodeRecord per episode
+
+or, to play whole episodes under an agent that runs inside the workers (rollouts of the bound,
+benchmarks):
+
+    records = vec.play(make_agent)     # make_agent(seed) -> (sim -> list[Action]); picklable
+
+Every episode is an ordinary `Simulator`, stepped exactly as a caller stepping it alone would,
+so results equal the scalar engine's episode for episode. Worker `w` of `workers` owns a
+contiguous slice of the episodes; a call sends one message to each worker and waits for all of
+them, so the workers step their slices in parallel. `workers=0` runs everything in this process
+through the same code (no pipes). The package's purity rule holds: no files, no clock; the only
+outside-world effect is the worker processes and their pipes.
+
+An episode spec is `(scenario, seed)` or `(scenario, seed, schedule)` (a `Scenario` or a
+built-in scenario name; `schedule` replays fixed arrivals), or any picklable object with a
+`simulator()` method (e.g. `kv_cache_env.episodes.EpisodeSpec`, which loads a trace in the
+worker). Turn protocol, as in `evals.runner`: a turn's actions are applied in order, then one
+engine step; an empty action list counts as an implicit noop (a reply without a tool call).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .actions import Action, ActionResult
+from .engine import StepStats
+from .observation import Observation
+from .record import EpisodeRecord
+from .scenario import Scenario, get_scenario
+from .simulator import Simulator
+from .workload import Schedule
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+EpisodeSpecLike = tuple[Scenario | str, int] | tuple[Scenario | str, int, Schedule | None] | Any
+Observe = Callable[[Simulator], Any]
+Agent = Callable[[Simulator], list[Action]]
+"""One turn's actions for the simulator's current state."""
+AgentFactory = Callable[[int], Agent]
+"""Builds the agent of one episode from its seed (must be picklable when workers > 0)."""
+
+
+def default_observe(sim: Simulator) -> Observation:
+    """The default per-turn observation: `sim.observe()` (hints on)."""
+    return sim.observe()
+
+
+@dataclass(frozen=True, slots=True)
+class VectorStep:
+    """What one episode's turn produced."""
+
+    observation: Any
+    """`observe(sim)` for the next turn; None once the episode is done."""
+    stats: StepStats | None
+    """The engine step's figures; None when the episode was already done before this call."""
+    results: tuple[ActionResult, ...]
+    """One result per action applied this turn, in order."""
+    done: bool
+    record: EpisodeRecord | None = None
+    """The episode's record, set on the turn that ends it (and on calls after it)."""
+
+
+class VectorSimulator:
+    """Independent episodes stepped in lock step; see the module docstring."""
+
+    def __init__(
+        self,
+        episodes: Sequence[EpisodeSpecLike],
+        *,
+        workers: int = 0,
+        observe: Observe | None = default_observe,
+        mp_context: str | None = None,
+    ) -> None:
+        """`workers`: worker processes (0: step in this process; at most one per episode).
+        `observe`: what each turn returns per episode (default `Simulator.observe()`; pass a
+        picklable module-level function to send compact features instead, or None for none).
+        `mp_context`: multiprocessing start method (default: the platform's)."""
+        if not episodes:
+            raise ValueError("a VectorSimulator needs at least one episode")
+        if workers < 0:
+            raise ValueError(f"workers must be >= 0, got {workers}")
+        self.episodes = list(episodes)
+        self.num_envs = len(self.episodes)
+        self._observe = observe
+        self._done = [False] * self.num_envs
+        self._reset_called = False
+        count = min(workers, self.num_envs)
+        bounds = [self.num_envs * w // max(count, 1) for w in range(max(count, 1) + 1)]
+        self._slices = [slice(bounds[w], bounds[w + 1]) for w in range(max(count, 1))]
+        self._local: _Slice | None = None
+        self._pipes: list[Connection] = []
+        self._processes: list[Any] = []
+        if count == 0:
+            self._local = _Slice(self.episodes, observe)
+            return
+        import multiprocessing  # here, not at the top: every `import kv_cache_env` pays for it
+
+        context = multiprocessing.get_context(mp_context)
+        for part in self._slices:
+            parent, child = context.Pipe()
+            process = context.Process(
+                target=_worker, args=(child, self.episodes[part], observe), daemon=True
+            )
+            process.start()
+            child.close()
+            self._pipes.append(parent)
+            self._processes.append(process)
+
+    # --- driving -----------------------------------------------------------------------------
+    def reset(self, episodes: Sequence[EpisodeSpecLike] | None = None) -> list[Any]:
+        """(Re)build every episode from its spec (or from `episodes`, which replace the specs,
+        one per episode); returns each one's first observation."""
+        if episodes is not None:
+            if len(episodes) != self.num_envs:
+                raise ValueError(f"need {self.num_envs} episode specs, got {len(episodes)}")
+            self.episodes = list(episodes)
+        self._done = [False] * self.num_envs
+        self._reset_called = True
+        return self._call("reset", [self.episodes[part] for part in self._slices])
+
+    def reset_at(self, index: int, episode: EpisodeSpecLike | None = None) -> Any:
+        """(Re)build episode `index` alone (from `episode`, which replaces its spec, or from
+        its spec), e.g. when it is done; returns its first observation."""
+        if not self._reset_called:
+            raise RuntimeError("call reset() before reset_at()")
+        if not 0 <= index < self.num_envs:
+            raise IndexError(f"episode index {index} out of range(0, {self.num_envs})")
+        if episode is not None:
+            self.episodes[index] = episode
+        w = next(w for w, part in enumerate(self._slices) if part.start <= index < part.stop)
+        self._done[index] = False
+        payload = (index - self._slices[w].start, self.episodes[index])
+        return self._call("reset_at", [payload], only=w)[0]
+
+    def step(self, actions: Sequence[Sequence[Action]]) -> list[VectorStep]:
+        """Play one turn of every episode: `actions[i]` are applied to episode i in order, then
+        its engine steps. A done episode is left alone (its `actions` must be empty)."""
+        if not self._reset_called:
+            raise RuntimeError("call reset() before step()")
+        if len(actions) != self.num_envs:
+            raise ValueError(
+                f"need one action list per episode ({self.num_envs}), got {len(actions)}"
+            )
+        for i, (done, acts) in enumerate(zip(self._done, actions, strict=True)):
+            if done and acts:
+                raise ValueError(f"episode {i} is done; it takes no more actions")
+        results: list[VectorStep] = self._call(
+            "step", [[list(a) for a in actions[part]] for part in self._slices]
+        )
+        self._done = [r.done for r in results]
+        return results
+
+    def play(self, make_agent: AgentFactory) -> list[EpisodeRecord]:
+        """Reset every episode and play it to the end under `make_agent(seed)`, inside the
+        workers; returns the records. Leaves the episodes done."""
+        self._reset_called = True
+        records: list[EpisodeRecord] = self._call("play", [make_agent] * len(self._slices))
+        self._done = [True] * self.num_envs
+        return records
+
+    def records(self) -> list[EpisodeRecord]:
+        """Each episode's record so far (final once it is done)."""
+        if not self._reset_called:
+            raise RuntimeError("call reset() before records()")
+        return self._call("records", [None] * len(self._slices))
+
+    @property
+    def done(self) -> bool:
+        """Every episode is done."""
+        return all(self._done)
+
+    @property
+    def dones(self) -> list[bool]:
+        return list(self._done)
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        for pipe in self._pipes:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                pipe.send(("close", None))
+            pipe.close()
+        for process in self._processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
+        self._pipes = []
+        self._processes = []
+
+    def __enter__(self) -> VectorSimulator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_pipes", None):
+            self.close()
+
+    # --- transport ---------------------------------------------------------------------------
+    def _call(self, command: str, payloads: list[Any], only: int | None = None) -> list[Any]:
+        """Send `command` with one payload per worker slice (or to worker `only`, one
+        payload); gather the replies in order."""
+        if self._local is not None:
+            return self._local.run(command, payloads[0])
+        if not self._pipes:
+            raise RuntimeError("the VectorSimulator is closed")
+        pipes = self._pipes if only is None else [self._pipes[only]]
+        for pipe, payload in zip(pipes, payloads, strict=True):
+            pipe.send((command, payload))
+        out: list[Any] = []
+        for pipe in pipes:
+            ok, reply = pipe.recv()
+            if not ok:
+                raise RuntimeError(f"a VectorSimulator worker failed:\n{reply}")
+            out.extend(reply)
+        return out
+
+
+class _Slice:
+    """The episodes one worker owns, and the commands it answers."""
+
+    def __init__(self, episodes: list[EpisodeSpecLike], observe: Observe | None) -> None:
+        self.episodes = episodes
+        self.observe = observe
+        self.sims: list[Simulator] = []
+        self.records: list[EpisodeRecord | None] = []
+
+    def run(self, command: str, payload: Any) -> list[Any]:
+        if command == "reset":
+            self.episodes = payload
+            self.sims = [build(spec) for spec in self.episodes]
+            self.records = [None] * len(self.sims)
+            return [self._look(sim) for sim in self.sims]
+        if command == "reset_at":
+            local, spec = payload
+            self.episodes[local] = spec
+            self.sims[local] = build(spec)
+            self.records[local] = None
+            return [self._look(self.sims[local])]
+        if command == "step":
+            return [self._turn(i, actions) for i, actions in enumerate(payload)]
+        if command == "play":
+            self.sims = [build(spec) for spec in self.episodes]
+            self.records = [_play(sim, payload(sim.seed)) for sim in self.sims]
+            return list(self.records)
+        if command == "records":
+            return [rec or sim.record() for sim, rec in zip(self.sims, self.records, strict=True)]
+        raise ValueError(f"unknown command {command!r}")
+
+    def _look(self, sim: Simulator) -> Any:
+        return None if self.observe is None or sim.done else self.observe(sim)
+
+    def _turn(self, i: int, actions: list[Action]) -> VectorStep:
+        sim = self.sims[i]
+        if sim.done:
+            return VectorStep(None, None, (), True, self.records[i])
+        if not actions:
+            sim.count_implicit_noop()
+        results = tuple(sim.apply(action) for action in actions)
+        stats = sim.step()
+        if sim.done:
+            self.records[i] = sim.record()
+        return VectorStep(self._look(sim), stats, results, sim.done, self.records[i])
+
+
+def build(spec: EpisodeSpecLike) -> Simulator:
+    """The simulator of one episode spec (see the module docstring)."""
+    if hasattr(spec, "simulator"):
+        return spec.simulator()
+    scenario, seed, *rest = spec
+    if isinstance(scenario, str):
+        scenario = get_scenario(scenario)
+    schedule = rest[0] if rest else None
+    return Simulator(scenario, int(seed), schedule=schedule)
+
+
+def _play(sim: Simulator, agent: Agent) -> EpisodeRecord:
+    while not sim.done:
+        actions = agent(sim)
+        if not actions:
+            sim.count_implicit_noop()
+        for action in actions:
+            sim.apply(action)
+        sim.step()
+    return sim.record()
+
+
+def _worker(conn: Connection, episodes: list[EpisodeSpecLike], observe: Observe | None) -> None:
+    part = _Slice(episodes, observe)
+    while True:
+        try:
+            command, payload = conn.recv()
+        except EOFError:
+            return
+        if command == "close":
+            return
+        try:
+            reply = (True, part.run(command, payload))
+        except Exception:  # reported to the caller, which raises
+            reply = (False, traceback.format_exc())
+        conn.send(reply)

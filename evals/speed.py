@@ -1,0 +1,236 @@
+"""`kvarena bench`'s engine-speed table: this tree against an older commit, in one invocation.
+
+Every figure is measured by `speed_probe.py` in a fresh process, so nothing (schedules,
+reference runs, parsed traces, warm caches of a previous figure) carries over between figures or
+from seeds seen earlier. `--before PATH` names a worktree of an older commit (e.g. `git worktree
+add --detach ../before <commit>`): its folders are put first on `PYTHONPATH` of the probe
+processes, so the same probe script drives the old code with the same interpreter and packages.
+Before and after are interleaved figure by figure, on the same seeds, alternating which side goes
+first, `repeats` times on fresh seeds; the table keeps the medians and the after/before ratios
+(higher is better for rates, lower for times and memory). Times are CPU times of the measured
+process (wall time on a quiet machine; a shared machine's other processes do not count), except
+the batched path's, which is wall time (its point is running on several cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.table import Column, Table
+
+HERE = Path(__file__).resolve().parents[1]
+PROBE = Path(__file__).resolve().parent / "speed_probe.py"
+
+TARGETS: tuple[tuple[str, str, float], ...] = (
+    ("mooncake.replay_s", "<=", 0.27),
+    ("mooncake.whole_process_s", "<=", 0.6),
+    ("ratio:hard.lru.turns_per_s", ">=", 3.0),
+    ("hard.reset_ms_median", "<=", 1.0),
+    ("bound.100_hard_episodes_2_cores_s_estimate", "<=", 120.0),
+    ("mooncake.memory_mib_per_12k_requests", "<=", 30.0),
+    ("vector.speedup_2_workers", ">=", 1.8),
+)
+"""Issue 13's targets, checked on the after column."""
+
+
+def _environment(tree: Path) -> dict[str, str]:
+    """The probe's environment: `tree`'s folders first on the import path (run with
+    `cwd=tree`, since `python -c` also puts the working folder first)."""
+    env = dict(os.environ)
+    parts = [str(tree), str(tree / "environments"), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
+    return env
+
+
+def _probe(tree: Path, *args: str | int) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(PROBE), *map(str, args)],
+        env=_environment(tree),
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"speed probe {args} on {tree} failed:\n{done.stderr[-2000:]}")
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(figures.pop("code")).resolve() != tree.resolve():
+        raise RuntimeError(f"the probe for {tree} imported another tree's code")
+    figures.pop("probe_s", None)
+    return figures
+
+
+def _whole_process(tree: Path, trace: str) -> dict[str, Any]:
+    """CPU time (user + system) of `kvarena eval -p lru --trace TRACE --full` as a fresh
+    process (its wall time on a quiet machine; on a shared one, not the others' time)."""
+    with tempfile.TemporaryDirectory() as out:
+        command = [
+            sys.executable,
+            "-c",
+            "import sys; from evals.cli import main; sys.argv[0] = 'kvarena'; main()",
+            "eval", "-p", "lru", "--trace", trace, "--full", "-j", "1", "--out", out,
+        ]  # fmt: skip
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(
+            command, env=_environment(tree), cwd=tree, capture_output=True, text=True, check=False
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        elapsed = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if done.returncode != 0:
+        raise RuntimeError(f"kvarena eval on {tree} failed:\n{done.stderr[-2000:]}")
+    return {"mooncake.whole_process_s": elapsed}
+
+
+def run_speed(
+    *,
+    before: Path | None,
+    trace: str,
+    repeats: int = 3,
+    hard_episodes: int = 200,
+    bound_episodes: int = 6,
+    vector_episodes: int = 64,
+    tick: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
+    """The table: {"after": figures, "before": figures, "ratio": after/before, "targets": ...}."""
+    sides = {"after": HERE} | ({"before": before} if before is not None else {})
+    for tree in sides.values():  # warm the bytecode caches (the first import compiles)
+        subprocess.run(
+            [sys.executable, "-c", "import evals.cli, evals.policies, kv_cache_env.traces"],
+            env=_environment(tree),
+            cwd=tree,  # `-c` puts the working folder first on sys.path
+            check=True,
+            capture_output=True,
+        )
+    samples: dict[str, dict[str, list[Any]]] = {name: {} for name in sides}
+    for r in range(repeats):
+        seed = 10_000 * (r + 1)
+        jobs: list[tuple[str, Callable[[Path], dict[str, Any]]]] = [
+            ("hard", lambda t, s=seed: _probe(t, "hard", "--seed", s, "--episodes", hard_episodes)),
+            ("mooncake", lambda t, s=seed: _probe(t, "mooncake", "--seed", s, "--trace", trace)),
+            ("process", lambda t: _whole_process(t, trace)),
+            (
+                "vector",
+                lambda t, s=seed: {
+                    "vector.single_process_steps_per_s": _probe(
+                        t, "vector", "--seed", s, "--episodes", vector_episodes, "--workers", -1
+                    )["steps_per_s"]
+                },
+            ),
+        ]
+        if r == 0:
+            jobs.append(("memory", lambda t: _probe(t, "memory", "--trace", trace)))
+            if bound_episodes:
+                jobs.append(
+                    (
+                        "bound",
+                        lambda t: _probe(t, "bound", "--seed", 500, "--episodes", bound_episodes),
+                    )
+                )
+        for index, (_, job) in enumerate(jobs):
+            order = list(sides.items())
+            if (r + index) % 2:
+                order.reverse()  # alternate which side runs first
+            for name, tree in order:
+                for key, value in job(tree).items():
+                    samples[name].setdefault(key, []).append(value)
+            tick()
+        # the batched path exists only in this tree
+        for workers in (0, 2):
+            figures = _probe(
+                HERE, "vector", "--seed", seed, "--episodes", vector_episodes, "--workers", workers
+            )
+            key = f"vector.workers_{workers}_steps_per_s"
+            samples["after"].setdefault(key, []).append(figures["steps_per_s"])
+        tick()
+    table: dict[str, Any] = {
+        "repeats": repeats,
+        "hard_episodes": hard_episodes,
+        "bound_episodes": bound_episodes,
+        "vector_episodes": vector_episodes,
+        "trees": {name: str(tree) for name, tree in sides.items()},
+    }
+    for name, figures in samples.items():
+        table[name] = {key: _median(values) for key, values in figures.items()}
+    after = table["after"]
+    if "bound.hard_episode_s_median" in after:
+        after["bound.100_hard_episodes_2_cores_s_estimate"] = (
+            100 * after["bound.hard_episode_s_median"] / 2
+        )
+    after["vector.speedup_2_workers"] = (  # both wall time, through the same code
+        after["vector.workers_2_steps_per_s"] / after["vector.workers_0_steps_per_s"]
+    )
+    if "before" in table:
+        old = table["before"]
+        table["ratio"] = {
+            key: after[key] / old[key]
+            for key in old
+            if isinstance(old[key], float) and old[key] and key in after
+        }
+        if "bound.rewards" in old:
+            table["bound_rewards_identical"] = old["bound.rewards"] == after["bound.rewards"]
+    table["targets"] = _targets(table)
+    return table
+
+
+def _median(values: list[Any]) -> Any:
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return statistics.median(values)
+    return values[0]
+
+
+def _targets(table: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for key, sense, limit in TARGETS:
+        if key.startswith("ratio:"):
+            value = table.get("ratio", {}).get(key.removeprefix("ratio:"))
+        else:
+            value = table["after"].get(key)
+        if value is None:
+            continue
+        met = value <= limit if sense == "<=" else value >= limit
+        out[key] = {"value": value, "target": f"{sense} {limit}", "met": met}
+    return out
+
+
+def speed_table(speed: dict[str, Any]) -> Table:
+    """The speed table for the terminal: before, after, after/before, and the targets."""
+    has_before = "before" in speed
+    table = Table(
+        Column("figure", no_wrap=True),
+        *(["before"] if has_before else []),
+        "after",
+        *(["after/before"] if has_before else []),
+        "target",
+        title=f"engine speed (medians of {speed['repeats']} paired runs)",
+        title_justify="left",
+    )
+    targets = speed["targets"]
+    for key, value in speed["after"].items():
+        if not isinstance(value, float):
+            continue  # counts (requests, steps) and the bound's rewards: not measurements
+        row = [key]
+        if has_before:
+            old = speed["before"].get(key)
+            row.append("-" if old is None else f"{old:,.3f}")
+        row.append(f"{value:,.3f}")
+        if has_before:
+            ratio = speed.get("ratio", {}).get(key)
+            row.append("-" if ratio is None else f"{ratio:.2f}x")
+        target = targets.get(key) or targets.get(f"ratio:{key}")
+        row.append(
+            "" if target is None else f"{target['target']} {'met' if target['met'] else 'MISSED'}"
+        )
+        table.add_row(*row)
+    return table
+
+
+__all__ = ["TARGETS", "run_speed", "speed_table"]

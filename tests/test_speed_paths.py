@@ -1,0 +1,68 @@
+"""The engine's speed and memory tricks change no result: each is checked against the plain path."""
+
+import numpy as np
+import pytest
+
+from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.sim import Simulator, get_scenario, make_action, run_reference
+from kv_cache_env.sim import simulator as simulator_module
+from kv_cache_env.sim.block_pool import BlockPool
+
+
+def _episodes():
+    for name, seed in (("hard", 1), ("agent-tools", 2), ("flash-crowd", 3)):
+        yield get_scenario(name), Simulator(get_scenario(name), seed).schedule
+    yield EpisodeSpec("medium", 4, trace="mooncake-conversation", steps=40).resolve()
+
+
+@pytest.mark.parametrize("episode", list(_episodes()), ids=lambda e: e[0].name)
+def test_the_reference_mode_gives_the_plain_engines_reference(episode, monkeypatch):
+    scenario, schedule = episode
+    lean = run_reference(scenario, schedule)
+    plain_engine = simulator_module.Engine
+
+    def plain(*args, reference=False):
+        return plain_engine(*args)  # an ordinary engine: LRU cache, every request indexed
+
+    monkeypatch.setattr(simulator_module, "Engine", plain)
+    assert run_reference(scenario, schedule) == lean
+
+
+def test_a_pool_built_without_reclaims_refuses_to_reclaim():
+    pool = BlockPool(3, reclaims=False)
+    pool.acquire_prefix([1, 2])
+    pool.release_prefix([1, 2])
+    assert pool.available == 3
+    with pytest.raises(AssertionError, match="reclaims=False"):
+        pool.allocate(2)
+
+
+def test_release_counts_the_blocks_it_frees():
+    pool = BlockPool(10)
+    pool.acquire_prefix([1, 2, 3])
+    pool.acquire_prefix([1, 2])
+    assert pool.release_prefix([1, 2, 3]) == 1  # only 3 was held alone
+    assert pool.release_prefix([1, 2]) == 2
+
+
+@pytest.mark.parametrize("name", ["hard", "agent-tools", "chat-human"])
+def test_observed_frees_and_order_match_the_engine(name):
+    """`frees` is counted once per prefix chain; check it against the engine's own count for
+    every entry, and the memory order against the documented key, through random play."""
+    sim = Simulator(get_scenario(name), 9)
+    rng = np.random.default_rng(9)
+    while not sim.done:
+        obs = sim.observe()
+        seqs = sim.engine.sequences
+        for entry in obs.entries:
+            assert entry.frees == sim.engine.freeable_blocks(seqs[entry.seq_id])
+            assert entry.progress == round(seqs[entry.seq_id].progress, 2)
+        keys = [(-e.gpu_cost, e.seq_id) for e in obs.entries]
+        assert keys == sorted(keys)
+        for _ in range(int(rng.integers(0, 3))):
+            if obs.entries:
+                target = obs.entries[int(rng.integers(0, len(obs.entries)))].seq_id
+                sim.apply(
+                    make_action(("evict", "compress", "swap")[int(rng.integers(0, 3))], target)
+                )
+        sim.step()

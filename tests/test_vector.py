@@ -1,0 +1,139 @@
+"""`VectorSimulator` gives every episode exactly what the scalar engine gives it.
+
+The scalar side is played here with `Simulator` directly (not through the batched code)."""
+
+import numpy as np
+import pytest
+
+from evals.policies import create, decide
+from evals.runner import PolicyAgent, run_policy_episode
+from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.sim import Simulator, VectorSimulator, get_scenario, make_action
+
+EPISODES = [("hard", 3), ("agent-tools", 4), ("chat-human", 5), ("flash-crowd", 6), ("easy", 7)]
+
+
+def _random_turn(obs, rng):
+    """0-3 random actions (some invalid) on the observation's entries."""
+    actions = []
+    for _ in range(int(rng.integers(0, 4))):
+        kind = ("evict", "compress", "swap", "noop")[int(rng.integers(0, 4))]
+        target = obs.entries[int(rng.integers(0, len(obs.entries)))].seq_id if obs.entries else "x"
+        actions.append(make_action(kind, target))
+    return actions
+
+
+def _scalar_random_episode(name, seed):
+    sim = Simulator(get_scenario(name), seed)
+    rng = np.random.default_rng(seed)
+    observations, results = [], []
+    while not sim.done:
+        obs = sim.observe()
+        observations.append(obs)
+        actions = _random_turn(obs, rng)
+        if not actions:
+            sim.count_implicit_noop()
+        results.append(tuple(sim.apply(a) for a in actions))
+        sim.step()
+    return observations, results, sim.record()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_step_api_equals_the_scalar_engine_episode_by_episode(workers):
+    rngs = [np.random.default_rng(seed) for _, seed in EPISODES]
+    seen = [[] for _ in EPISODES]
+    applied = [[] for _ in EPISODES]
+    with VectorSimulator(EPISODES, workers=workers) as vec:
+        observations = vec.reset()
+        while not vec.done:
+            turn = []
+            for i, obs in enumerate(observations):
+                if obs is None:
+                    turn.append([])
+                    continue
+                seen[i].append(obs)
+                turn.append(_random_turn(obs, rngs[i]))
+            steps = vec.step(turn)
+            for i, step in enumerate(steps):
+                if step.stats is not None:
+                    applied[i].append(step.results)
+            observations = [s.observation for s in steps]
+        records = vec.records()
+    assert [s.record for s in steps] == records
+    for i, (name, seed) in enumerate(EPISODES):
+        observations, results, record = _scalar_random_episode(name, seed)
+        assert seen[i] == observations
+        assert applied[i] == results
+        assert records[i] == record
+        assert records[i].to_dict() == record.to_dict()
+
+
+def test_play_equals_run_policy_episode():
+    episodes = [(name, seed) for name in ("hard", "agent-tools") for seed in (11, 12, 13)]
+    with VectorSimulator(episodes, workers=2, observe=None) as vec:
+        records = vec.play(PolicyAgent("lru"))
+    for (name, seed), record in zip(episodes, records, strict=True):
+        assert record == run_policy_episode(create("lru"), get_scenario(name), seed)
+
+
+def test_trace_episode_specs_are_built_in_the_worker():
+    spec = EpisodeSpec("medium", 2, trace="azure-conv-2023", steps=12)
+    with VectorSimulator([spec], workers=1) as vec:
+        (record,) = vec.play(PolicyAgent("trtllm"))
+    sim = spec.simulator()
+    policy = create("trtllm")
+    policy.reset(2)
+    while not sim.done:
+        actions = decide(policy, sim)
+        if not actions:
+            sim.count_implicit_noop()
+        for action in actions:
+            sim.apply(action)
+        sim.step()
+    assert record == sim.record()
+
+
+def test_misuse_is_refused():
+    with pytest.raises(ValueError, match="at least one"):
+        VectorSimulator([])
+    vec = VectorSimulator([("easy", 1)])
+    with pytest.raises(RuntimeError, match="reset"):
+        vec.step([[]])
+    vec.reset()
+    with pytest.raises(ValueError, match="one action list per episode"):
+        vec.step([[], []])
+    while not vec.done:
+        vec.step([[]])
+    with pytest.raises(ValueError, match="done"):
+        vec.step([[make_action("noop")]])
+    vec.close()
+
+
+def test_a_worker_error_is_raised_in_the_caller():
+    with (
+        VectorSimulator([("no-such-scenario", 1)], workers=1) as vec,
+        pytest.raises(RuntimeError, match="worker failed"),
+    ):
+        vec.reset()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_reset_with_new_specs_and_one_episode_at_a_time(workers):
+    with VectorSimulator([("easy", 1), ("medium", 2), ("hard", 3)], workers=workers) as vec:
+        first = vec.reset([("easy", 21), ("medium", 22), ("hard", 23)])
+        assert first[2] == Simulator(get_scenario("hard"), 23).observe()
+        while not vec.dones[0]:
+            vec.step([[], [], []])
+        fresh = vec.reset_at(0, ("chat-human", 24))
+        assert fresh == Simulator(get_scenario("chat-human"), 24).observe()
+        assert vec.dones == [False, True, True]  # all three were played as long as the first
+        while not vec.done:
+            vec.step([[], [], []])
+        records = vec.records()
+    scalar = Simulator(get_scenario("chat-human"), 24)
+    while not scalar.done:
+        scalar.count_implicit_noop()
+        scalar.step()
+    assert records[0] == scalar.record()
+    with pytest.raises(IndexError):
+        vec.reset_at(3)
