@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from evals.context.run import context_result, extractive_reader, play_policy
 from evals.context.policies import CONTEXT_POLICIES
+from evals.context.run import context_result, extractive_reader, play_policy
 from kv_cache_env.agent import ToolCall
 from kv_cache_env.context.agent import call_context_tool, render_context
 from kv_cache_env.context.conversation import LEVELS, generate_conversation, turns

@@ -13,7 +13,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kv_cache_env.context.readers import extractive_reader
 from evals.context.text_agent import context_text_calls
 from evals.prompt_cache.minimums import DEFAULT_MIN_TOKENS, min_cacheable_tokens
 from evals.prompt_cache.provider import Prices, ProviderCache
@@ -26,6 +25,7 @@ from kv_cache_env.agent import ModelReply, ToolCall
 from kv_cache_env.context.agent import CONTEXT_TOOLS, play_context_episode
 from kv_cache_env.context.conversation import generate_conversation
 from kv_cache_env.context.episode import ContextEpisode
+from kv_cache_env.context.readers import extractive_reader
 
 Message = dict[str, Any]
 SMALL = TierConfig(cache_min_tokens=200, cache_buffer_multiplier=1.0)
