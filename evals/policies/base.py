@@ -15,7 +15,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from kv_cache_env.sim import Action, EntryView, Observation, Phase, Simulator, compress, evict
+from kv_cache_env.features import growth_blocks
+from kv_cache_env.sim import Action, EntryView, Observation, Simulator, compress, evict
 
 DEFAULT_TARGET_USAGE = 0.95
 
@@ -54,17 +55,6 @@ def decide(policy: Policy, sim: Simulator) -> list[Action]:
 
 
 # --- the shared pressure controller ---------------------------------------------------------
-def growth_next_step(obs: Observation) -> int:
-    """Upper estimate of the blocks decoding sequences take next step."""
-    total = 0
-    for e in obs.entries:
-        if e.swapped or e.paused or e.phase is Phase.PREFILL:
-            continue
-        per_block = obs.block_size * e.quantization.packing
-        total += -(-e.rate // per_block)
-    return total
-
-
 def blocks_to_free(obs: Observation, target_usage: float = DEFAULT_TARGET_USAGE) -> int:
     """Blocks to release now so that next step's growth fits under `target_usage` of capacity
     and, when the oldest waiting request is one step from failing, the queue head fits too."""
@@ -72,7 +62,7 @@ def blocks_to_free(obs: Observation, target_usage: float = DEFAULT_TARGET_USAGE)
     if obs.queue.waiting and obs.queue.oldest_wait >= obs.max_wait - 1:
         urgent = obs.queue.head_blocks
     limit = int(target_usage * obs.capacity)
-    return max(0, obs.used + growth_next_step(obs) + urgent - limit)
+    return max(0, obs.used + growth_blocks(obs) + urgent - limit)
 
 
 def compress_gain(entry: EntryView) -> int:
