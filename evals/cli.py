@@ -30,18 +30,18 @@ from kv_cache_env.episodes import EpisodeSpec, load_episode_trace
 from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
 from kv_cache_env.traces import TraceError
 
-from . import policies
-from .edge import InputError, SafeGroup, check_options, check_out_dir, parse_weights
-from .jobs import EpisodeJob, run_job
-from .normalize import Normalized, normalized_scores
-from .run_dir import RunDir, prepare_run_dir, write_run_info
-from .summary import COLUMNS, Row, summarize
+from .common.edge import InputError, SafeGroup, check_options, check_out_dir, parse_weights
+from .common.run_dir import RunDir, prepare_run_dir, write_run_info
+from .serving import policies
+from .serving.jobs import EpisodeJob, run_job
+from .serving.normalize import Normalized, normalized_scores
+from .serving.summary import COLUMNS, Row, summarize
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from .local_model import LocalModelServer
-    from .model_eval import ModelSpec
+    from .common.local_model import LocalModelServer
+    from .serving.model_eval import ModelSpec
 
 app = typer.Typer(
     help="kvcache-arena: an LLM agent manages the KV-cache of a simulated inference server.",
@@ -215,15 +215,15 @@ def eval_command(
     spec = None
     local_server = None
     if model:
-        from .local_model import (
+        from .common.local_model import (
             DEFAULT_HISTORY_TURNS,
             DEFAULT_MAX_TOKENS,
             LocalModelError,
             LocalModelServer,
             is_local,
         )
-        from .model_eval import ModelSpec, api_key  # imports openai: only when needed
         from .prompt_cache.strategies import DEFAULT_STRATEGY
+        from .serving.model_eval import ModelSpec, api_key  # imports openai: only when needed
 
         sampling: dict[str, Any] = {}
         if temperature is not None:
@@ -350,7 +350,7 @@ def eval_command(
 
 
 def _start_local(server: LocalModelServer) -> None:
-    from .local_model import LocalModelError
+    from .common.local_model import LocalModelError
 
     with console.status(f"loading {server.model} ({server.path.name})") as status:
         try:
@@ -361,7 +361,7 @@ def _start_local(server: LocalModelServer) -> None:
 
 
 def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: RunDir) -> None:
-    from .model_eval import run_model_jobs
+    from .serving.model_eval import run_model_jobs
 
     rewards: list[float] = []
     errors = 0
@@ -587,6 +587,7 @@ def context_eval(
     001). Writes results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
     from rubrics.context import CONTEXT_COMPONENTS
 
+    from .common.local_model import DEFAULT_MAX_TOKENS, is_local
     from .context.command import (
         ContextEvalArgs,
         ContextEvalError,
@@ -594,7 +595,6 @@ def context_eval(
         run_context_eval,
     )
     from .context.policies import CONTEXT_POLICIES
-    from .local_model import DEFAULT_MAX_TOKENS, is_local
 
     check_options(
         {
@@ -681,7 +681,7 @@ def scenarios_command() -> None:
 @app.command("traces")
 def traces_command() -> None:
     """List the built-in traces (`--trace NAME`): requests, duration and source."""
-    from .trace_list import builtin_trace_rows
+    from .serving.trace_list import builtin_trace_rows
 
     table = Table("name", "requests", "duration", "prefix blocks", "source", "licence")
     for row in builtin_trace_rows():
@@ -706,7 +706,7 @@ def serve_policy_command(
     ] = 30.0,
 ) -> None:
     """Serve a policy as an OpenAI-compatible chat endpoint (tool calls), loopback only."""
-    from .policy_server import PolicyServer, parse_faults
+    from .common.policy_server import PolicyServer, parse_faults
 
     try:
         server = PolicyServer(
@@ -739,7 +739,7 @@ def serve_model_command(
     ] = True,
 ) -> None:
     """Serve a local GGUF model as an OpenAI-compatible endpoint with tool calls (loopback)."""
-    from .local_model import LocalModelError, LocalModelServer
+    from .common.local_model import LocalModelError, LocalModelServer
 
     try:
         server = LocalModelServer(model, port=port, constrain=constrain)
@@ -817,7 +817,7 @@ def validate_command(
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
     from .context.validate import context_validation_jobs, run_context_validation
-    from .validate import run_validation, validation_jobs
+    from .serving.validate import run_validation, validation_jobs
 
     if family not in ("serving", "context", "all"):
         raise _fail(f"--family must be serving, context or all, not {family!r}")
@@ -878,8 +878,8 @@ def bench_command(
     --before, the engine-speed table of this tree against an older commit's worktree."""
     from kv_cache_env.trace_data import resolve_trace
 
-    from .bench import run_bench
-    from .speed import run_speed
+    from .serving.bench import run_bench
+    from .serving.speed import run_speed
 
     if not resolve_trace(trace).is_file():
         raise _fail(f"{trace}: no such trace file")
@@ -903,7 +903,7 @@ def bench_command(
             table.add_row(key, f"{val:,.3f}" if isinstance(val, float) else str(val))
     out_console.print(table)
     if speed:
-        from .speed import speed_table
+        from .serving.speed import speed_table
 
         out_console.print(speed_table(figures["speed"]))
 

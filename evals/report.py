@@ -3,7 +3,7 @@
 `build_report(results, out)` writes `leaderboard.md` and a self-contained `index.html` (sortable
 table, matplotlib figures embedded as inline SVG, no network needed), and `to_dataset(results)`
 gives the results as a Hugging Face `datasets.Dataset`. Intervals are Student-t 95% intervals
-over episodes (`evals.stats.mean_ci`). Failed rollouts are counted and shown, never dropped;
+over episodes (`evals.common.stats.mean_ci`). Failed rollouts are counted and shown, never dropped;
 their rewards are not averaged (there are none).
 """
 
@@ -20,13 +20,13 @@ from typing import Any
 from kv_cache_env.sim import SUITE, SUITE_VERSION, TIERS
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
-from .normalize import normalized_scores
-from .policies import REFERENCE
+from .common.result_check import parse_line
+from .common.stats import mean_ci
 from .prompt_cache.dollars import mean_episode_cost
 from .prompt_cache.provider import Prices
-from .result_check import parse_line
-from .stats import mean_ci
-from .summary import group_results
+from .serving.normalize import normalized_scores
+from .serving.policies import REFERENCE
+from .serving.summary import group_results
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("failures", "failures/ep"),

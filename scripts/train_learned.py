@@ -5,10 +5,10 @@
 1. Scores every registered observation-only policy on the selection seeds (the normalization:
    0 = noop, 1 = the best of them, per scenario).
 2. Trains the fp16 weights on easy/medium/hard and the fp8 weights on the five named regimes with
-   the cross-entropy method (`evals.learning`) on training seeds, keeping the mean that scored
-   best on the selection seeds.
-3. Writes `evals/policies/learned_weights.json`, `docs/learned_training.json` (the curve and the
-   selection baselines) and `docs/learned_curve.png`.
+   the cross-entropy method (`evals.serving.learning`) on training seeds, keeping the mean that
+   scored best on the selection seeds.
+3. Writes `evals/serving/policies/learned_weights.json`, `docs/learned_training.json` (the curve
+   and the selection baselines) and `docs/learned_curve.png`.
 4. Tests once, on evaluation seeds 0..N-1: `learned` against every registered observation-only
    policy, paired by seed; prints the table (also in `docs/learned_test.json`).
 """
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evals.learning import (
+from evals.common.stats import mean_ci
+from evals.serving.learning import (
     GROUP_SCENARIOS,
     MIN_SCALE,
     SELECT_SEED_START,
@@ -34,8 +35,7 @@ from evals.learning import (
     play_policy,
     train_group,
 )
-from evals.policies.learned import WEIGHTS_FILE, LearnedPolicy, LinearWeights
-from evals.stats import mean_ci
+from evals.serving.policies.learned import WEIGHTS_FILE, LearnedPolicy, LinearWeights
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

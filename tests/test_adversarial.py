@@ -1,4 +1,4 @@
-"""An adversarial loopback endpoint (`PolicyServer` with `evals.faults`) against the whole
+"""An adversarial loopback endpoint (`PolicyServer` with `evals.common.faults`) against the whole
 hosted-model path: every fault class injected, one line per episode, a `run.json`, no crash.
 Retry back-off is 0 s here (injected 429/500 ask for a 1 ms retry)."""
 
@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
-from evals.faults import REPLY_FAULTS, RESPONSE_FAULTS, TRANSPORT_FAULTS
-from evals.policy_server import PolicyServer
-from evals.result_check import parse_line
+from evals.common.faults import REPLY_FAULTS, RESPONSE_FAULTS, TRANSPORT_FAULTS
+from evals.common.policy_server import PolicyServer
+from evals.common.result_check import parse_line
 from kv_cache_env import responses
 
 runner = CliRunner()

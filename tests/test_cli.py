@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evals.results import validate
+from evals.common.results import validate
 
 
 def kvarena(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
-from evals.jobs import EpisodeJob, run_job
-from evals.results import dumps
+from evals.common.results import dumps
+from evals.serving.jobs import EpisodeJob, run_job
 from kv_cache_env.episodes import EpisodeSpec
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from evals.cli import app
-from evals.policy_server import PolicyServer
+from evals.common.policy_server import PolicyServer
 from rubrics.context import CONTEXT_COMPONENTS
 
 BIN = Path(sys.executable).parent

@@ -7,16 +7,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from evals.learning import SHAPE, Baselines, CemConfig, play_linear, train_group
-from evals.policies import BUILTIN, bound_pool, create
-from evals.policies.learned import (
+from evals.serving.learning import SHAPE, Baselines, CemConfig, play_linear, train_group
+from evals.serving.policies import BUILTIN, bound_pool, create
+from evals.serving.policies.learned import (
     INPUTS,
     WEIGHTS_FILE,
     LearnedPolicy,
     LinearWeights,
     decide_linear,
 )
-from evals.runner import run_policy_episode
+from evals.serving.runner import run_policy_episode
 from kv_cache_env.sim import Simulator, get_scenario, parse, render
 from rubrics import score
 

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from evals.local_model import LocalModelError, check_installed, is_local, model_path
-from evals.results import validate
+from evals.common.local_model import LocalModelError, check_installed, is_local, model_path
+from evals.common.results import validate
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
@@ -102,7 +102,7 @@ def test_a_short_easy_episode_with_the_real_local_model_acts(llama, tmp_path):
     assert calls, "the constrained local model made no tool call"
     assert len(errors) < len(tool_messages), [m["content"] for m in tool_messages]
     leftover = subprocess.run(
-        ["pgrep", "-f", "llama_cpp.server|evals.local_tool_calls"], capture_output=True
+        ["pgrep", "-f", "llama_cpp.server|evals.common.local_tool_calls"], capture_output=True
     )
     assert leftover.returncode == 1, "the local model server was not stopped"
 
@@ -111,7 +111,7 @@ def test_sigterm_stops_the_server_too(llama, tmp_path):
     """A kvarena process killed with SIGTERM unwinds and stops its llama.cpp server."""
     script = (
         "from pathlib import Path\n"
-        "from evals.local_model import LocalModelServer\n"
+        "from evals.common.local_model import LocalModelServer\n"
         f"s = LocalModelServer('local:smollm2', log=Path({str(tmp_path / 'model.log')!r}))\n"
         "try:\n"
         "    s.start()\n"
@@ -134,11 +134,11 @@ def test_sigterm_stops_the_server_too(llama, tmp_path):
 
 
 def test_constrained_decoding_is_the_default_and_can_be_switched_off(llama):
-    from evals.local_model import LocalModelServer
-    from evals.local_tool_calls import CHAT_FORMAT
+    from evals.common.local_model import LocalModelServer
+    from evals.common.local_tool_calls import CHAT_FORMAT
 
     constrained = LocalModelServer("local:smollm2").command()
-    assert constrained[1:3] == ["-m", "evals.local_tool_calls"]
+    assert constrained[1:3] == ["-m", "evals.common.local_tool_calls"]
     assert constrained[constrained.index("--chat_format") + 1] == CHAT_FORMAT
     free = LocalModelServer("local:smollm2", constrain=False).command()
     assert free[1:3] == ["-m", "llama_cpp.server"]

@@ -1,13 +1,14 @@
-"""The constrained tool-call format of `local:` models (`evals.local_tool_calls`), without a model:
-the grammar built from the tools, the lines -> OpenAI `tool_calls` conversion, and the handler's
-routing (a fake `llama` stands in for the model; the real one is in test_local_model.py)."""
+"""The constrained tool-call format of `local:` models (`evals.common.local_tool_calls`), without a
+model: the grammar built from the tools, the lines -> OpenAI `tool_calls` conversion, and the
+handler's routing (a fake `llama` stands in for the model; the real one is in
+test_local_model.py)."""
 
 import importlib.util
 import json
 
 import pytest
 
-from evals import local_tool_calls as ltc
+from evals.common import local_tool_calls as ltc
 from kv_cache_env.sim import Simulator, get_scenario
 from kv_cache_env.tools import TOOLS, call_tool
 

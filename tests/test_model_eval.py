@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from evals.jobs import EpisodeJob, run_job
-from evals.model_eval import ModelSpec, run_model_jobs
-from evals.policy_server import PolicyServer, parse_faults
-from evals.results import validate
+from evals.common.policy_server import PolicyServer, parse_faults
+from evals.common.results import validate
+from evals.serving.jobs import EpisodeJob, run_job
+from evals.serving.model_eval import ModelSpec, run_model_jobs
 from kv_cache_env.episodes import EpisodeSpec
 
 

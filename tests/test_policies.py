@@ -3,10 +3,10 @@ lookahead and of the bound."""
 
 import pytest
 
-from evals.policies import BUILTIN, REFERENCE, available, bound_pool, create, register
-from evals.policies.bound import BoundPolicy
-from evals.policies.lookahead import BASE_HEURISTICS, LookaheadPolicy
-from evals.runner import run_policy_episode
+from evals.serving.policies import BUILTIN, REFERENCE, available, bound_pool, create, register
+from evals.serving.policies.bound import BoundPolicy
+from evals.serving.policies.lookahead import BASE_HEURISTICS, LookaheadPolicy
+from evals.serving.runner import run_policy_episode
 from kv_cache_env.sim import BlockType, Quantization, Simulator, get_scenario
 from rubrics import score
 

@@ -293,8 +293,8 @@ def test_report_shows_input_dollars_per_episode(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from evals.cli import app
-    from evals.jobs import EpisodeJob, run_job
-    from evals.results import dumps
+    from evals.common.results import dumps
+    from evals.serving.jobs import EpisodeJob, run_job
     from kv_cache_env.episodes import EpisodeSpec
 
     policy = run_job(EpisodeJob("lru", EpisodeSpec("easy", 0)))

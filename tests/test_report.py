@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from evals.jobs import EpisodeJob, run_job
-from evals.normalize import MIN_RANGE
+from evals.common.results import dumps, episode_result
 from evals.report import ReportError, build_report, leaderboard, load_results, to_dataset
-from evals.results import dumps, episode_result
+from evals.serving.jobs import EpisodeJob, run_job
+from evals.serving.normalize import MIN_RANGE
 from kv_cache_env.episodes import EpisodeSpec
 
 TRACE = "azure-conv-2023"  # the packaged copy (kv_cache_env.trace_data)

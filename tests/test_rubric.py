@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from evals.results import SCHEMA_VERSION, dumps, episode_result, rescore, validate
+from evals.common.results import SCHEMA_VERSION, dumps, episode_result, rescore, validate
 from kv_cache_env.sim import BlockType, EpisodeRecord, EvictionRecord, ResidentRecord
 from rubrics import DEFAULT_WEIGHTS, episode_metrics, resolve_weights, score
 from rubrics import serving as r

@@ -2,7 +2,7 @@
 
 import gzip
 
-from evals.speed import HERE, run_speed
+from evals.serving.speed import HERE, run_speed
 from kv_cache_env.trace_data import open_trace_text
 
 

@@ -12,8 +12,8 @@ import math
 
 import pytest
 
-from evals.normalize import normalized_scores
-from evals.validate import (
+from evals.serving.normalize import normalized_scores
+from evals.serving.validate import (
     FAMILIES,
     ScenarioTable,
     family_scores,

@@ -5,8 +5,8 @@ The scalar side is played here with `Simulator` directly (not through the batche
 import numpy as np
 import pytest
 
-from evals.policies import create, decide
-from evals.runner import PolicyAgent, run_policy_episode
+from evals.serving.policies import create, decide
+from evals.serving.runner import PolicyAgent, run_policy_episode
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.sim import Simulator, VectorSimulator, get_scenario, make_action
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evals.jobs import EpisodeJob, run_job
-from evals.policy_server import PolicyServer
+from evals.common.policy_server import PolicyServer
+from evals.serving.jobs import EpisodeJob, run_job
 from kv_cache_env.episodes import EpisodeSpec
 from rubrics import COMPONENTS
 

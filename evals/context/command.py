@@ -25,8 +25,8 @@ from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.replies import one_line
 from kv_cache_env.responses import ProviderError
 
-from ..results import dumps
-from ..stats import mean_ci
+from ..common.results import dumps
+from ..common.stats import mean_ci
 from .policies import CONTEXT_POLICIES
 from .run import (
     ChatReader,
@@ -237,7 +237,7 @@ def _play_model(
 
 def _api_key(base_url: str | None, api_key_var: str) -> str:
     """The key from the environment; a loopback endpoint needs none. Never written anywhere."""
-    from ..model_eval import LOOPBACK_PREFIXES
+    from ..serving.model_eval import LOOPBACK_PREFIXES
 
     key = os.environ.get(api_key_var)
     if key:
@@ -250,7 +250,7 @@ def _api_key(base_url: str | None, api_key_var: str) -> str:
 @contextmanager
 def _endpoint(model: str, base_url: str | None, out: Path) -> Iterator[tuple[str, str | None]]:
     """(name to send, base URL): a `local:` model is started here and stopped after."""
-    from ..local_model import LocalModelError, LocalModelServer, is_local
+    from ..common.local_model import LocalModelError, LocalModelServer, is_local
 
     if not is_local(model):
         yield model, base_url

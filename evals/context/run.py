@@ -30,7 +30,7 @@ def hf_reader(path: str) -> Reader:
     from kv_cache_env.context.gguf_import import gguf_to_hf
     from kv_cache_env.context.hf_reader import HfReader
 
-    from ..local_model import is_local, model_path
+    from ..common.local_model import is_local, model_path
 
     if is_local(path):
         path = str(gguf_to_hf(model_path(path)))

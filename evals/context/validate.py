@@ -29,9 +29,9 @@ from kv_cache_env.context.conversation import LEVELS, generate_conversation, sta
 from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer
 
-from ..results import dumps
-from ..stats import mean_ci
-from ..validate import Check
+from ..common.results import dumps
+from ..common.stats import mean_ci
+from ..serving.validate import Check
 from .oneliners import ONE_LINERS, BowProbe, probe_policy, train_probe
 from .policies import CONTEXT_POLICIES, ContextPolicy
 from .run import context_result

@@ -23,8 +23,9 @@ outside-world effect is the worker processes and their pipes.
 An episode spec is `(scenario, seed)` or `(scenario, seed, schedule)` (a `Scenario` or a
 built-in scenario name; `schedule` replays fixed arrivals), or any picklable object with a
 `simulator()` method (e.g. `kv_cache_env.episodes.EpisodeSpec`, which loads a trace in the
-worker). Turn protocol, as in `evals.runner`: a turn's actions are applied in order, then one
-engine step; an empty action list counts as an implicit noop (a reply without a tool call).
+worker). Turn protocol, as in `evals.serving.runner`: a turn's actions are applied in order,
+then one engine step; an empty action list counts as an implicit noop (a reply without a tool
+call).
 """
 
 from __future__ import annotations

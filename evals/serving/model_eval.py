@@ -34,12 +34,12 @@ from kv_cache_env.responses import ProviderError
 from kv_cache_env.sim import Simulator
 from kv_cache_env.tools import TOOLS
 
+from ..common.results import episode_result
+from ..prompt_cache.chat import anthropic_chat, openai_cached_chat
+from ..prompt_cache.minimums import min_cacheable_tokens
+from ..prompt_cache.strategies import DEFAULT_STRATEGY, Planner, make_planner
+from ..prompt_cache.tiers import TierConfig
 from .jobs import EpisodeJob
-from .prompt_cache.chat import anthropic_chat, openai_cached_chat
-from .prompt_cache.minimums import min_cacheable_tokens
-from .prompt_cache.strategies import DEFAULT_STRATEGY, Planner, make_planner
-from .prompt_cache.tiers import TierConfig
-from .results import episode_result
 
 LOOPBACK_PREFIXES = ("http://127.0.0.1", "http://localhost", "http://[::1]")
 Api = Literal["openai", "anthropic"]

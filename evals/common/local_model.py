@@ -7,7 +7,7 @@ source (no wheel exists for this machine: about 8 minutes on 2 cores, once).
 
 `LocalModelServer` starts llama-cpp-python's server with an 8,192-token context, waits until it
 answers, and always stops it (on exit, error or Ctrl-C). By default its replies to requests with
-tools are constrained to tool calls (`evals.local_tool_calls`, the `kvarena-tool-calls` chat
+tools are constrained to tool calls (`evals.common.local_tool_calls`, the `kvarena-tool-calls` chat
 format); `constrain=False` serves the plain `chatml-function-calling` format, where a request
 without `tool_choice` gets free text. The replies then go through the ordinary hosted-model path.
 """
@@ -138,7 +138,7 @@ class LocalModelServer:
     def command(self) -> list[str]:
         from .local_tool_calls import CHAT_FORMAT
 
-        server = "evals.local_tool_calls" if self.constrain else "llama_cpp.server"
+        server = "evals.common.local_tool_calls" if self.constrain else "llama_cpp.server"
         chat_format = CHAT_FORMAT if self.constrain else "chatml-function-calling"
         return [
             sys.executable, "-m", server,

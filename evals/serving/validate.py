@@ -43,11 +43,11 @@ from kv_cache_env.sim import (
 )
 from rubrics import score
 
+from ..common.results import dumps, episode_result
+from ..common.stats import mean_ci
 from .jobs import EpisodeJob, run_job
 from .policies import BoundPolicy, available
 from .policies.bound import DEEP_MACROS
-from .results import dumps, episode_result
-from .stats import mean_ci
 
 FAMILIES: dict[str, tuple[str, ...]] = {
     "compress-only": ("compress-all", "int8-everything", "headroom", "compress-first@0.8"),

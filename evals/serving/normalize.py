@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..common.stats import mean_ci
 from .policies import REFERENCE
-from .stats import mean_ci
 
 FLOOR = "noop"
 MIN_RANGE = 0.05

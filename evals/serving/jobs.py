@@ -10,8 +10,8 @@ from typing import Any
 
 from kv_cache_env.episodes import EpisodeSpec
 
+from ..common.results import episode_result
 from .policies import create
-from .results import episode_result
 from .runner import run_policy_episode
 
 

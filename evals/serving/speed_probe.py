@@ -5,7 +5,7 @@
 `bench` runs this file as a script under the code being measured: the current tree, or an older
 commit's worktree put first on `sys.path` (`bench --before PATH`), so one bench invocation
 measures both side by side. It therefore imports only APIs both sides have (`Simulator`,
-`get_scenario`, `render`, the trace loaders, `evals.policies`, `rubrics.score`); newer ones
+`get_scenario`, `render`, the trace loaders, the policy registry, `rubrics.score`); newer ones
 (`VectorSimulator`) are reached only by figures the older side is not asked for. Every figure
 starts from nothing in its own process: no schedules, reference runs or parsed traces are
 shared between episodes or with other figures, and the seeds are the caller's.
@@ -32,6 +32,16 @@ if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).reso
 clock = time.process_time
 
 
+def _policies() -> Any:
+    """The policy registry, `evals.serving.policies` (or `evals.policies` in trees older than
+    the issue-18 layout, so `--before` can name them)."""
+    try:
+        from evals.serving import policies
+    except ModuleNotFoundError:
+        import evals.policies as policies  # type: ignore[no-redef]
+    return policies
+
+
 def _play(sim: Any, policy: Any, decide: Any, render_text: Any = None) -> None:
     while not sim.done:
         if render_text is not None:
@@ -48,7 +58,7 @@ def _play(sim: Any, policy: Any, decide: Any, render_text: Any = None) -> None:
 def hard(seed: int, episodes: int) -> dict[str, Any]:
     """`hard`: turns/s excluding the reset under lru, noop and lru with the text rendering
     (what an LLM turn adds), and the reset's median."""
-    from evals.policies import create, decide
+    create, decide = _policies().create, _policies().decide
     from kv_cache_env.sim import Simulator, get_scenario, render
 
     scenario = get_scenario("hard")
@@ -74,7 +84,7 @@ def hard(seed: int, episodes: int) -> dict[str, Any]:
 def mooncake(seed: int, episodes: int, trace: str) -> dict[str, Any]:
     """The whole trace replayed under lru in this process: load, then the replay (reset
     included: schedule, reference run, episode)."""
-    from evals.policies import create, decide
+    create, decide = _policies().create, _policies().decide
     from kv_cache_env.sim import Simulator
     from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
 
@@ -105,7 +115,7 @@ def memory(seed: int, episodes: int, trace: str) -> dict[str, Any]:
     import tempfile
     import tracemalloc
 
-    from evals.policies import create, decide
+    create, decide = _policies().create, _policies().decide
     from kv_cache_env.sim import Simulator
     from kv_cache_env.trace_data import open_trace_text, resolve_trace, trace_format
     from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
@@ -137,7 +147,7 @@ def memory(seed: int, episodes: int, trace: str) -> dict[str, Any]:
 
 def bound(seed: int, episodes: int) -> dict[str, Any]:
     """The reference bound on `episodes` hard episodes, one after the other (one core)."""
-    from evals.policies import create, decide
+    create, decide = _policies().create, _policies().decide
     from kv_cache_env.sim import Simulator, get_scenario
     from rubrics import score
 
@@ -164,7 +174,7 @@ def vector(seed: int, episodes: int, workers: int) -> dict[str, Any]:
     """`episodes` hard episodes under lru: env steps (turns) per second in one process (CPU
     time; `workers` -1), or through `VectorSimulator.play` with `workers` worker processes (0:
     in this process), wall time."""
-    from evals.policies import create, decide
+    create, decide = _policies().create, _policies().decide
     from kv_cache_env.sim import Simulator, get_scenario
 
     scenario = get_scenario("hard")
@@ -178,7 +188,7 @@ def vector(seed: int, episodes: int, workers: int) -> dict[str, Any]:
             _play(sim, policy, decide)
         elapsed = clock() - start
     else:
-        from evals.runner import PolicyAgent
+        from evals.serving.runner import PolicyAgent
         from kv_cache_env.sim import VectorSimulator
 
         vec = VectorSimulator(specs, workers=workers, observe=None)

@@ -20,7 +20,7 @@ previous assistant's tool uses), answers with `cache_read_input_tokens` /
 For tests of the hosted-model path the server can inject faults on chosen requests (counted from
 1 over all chat requests): `429`, `500`, `timeout` (answer after `timeout_s`), `badjson`
 (tool-call arguments that are not JSON), `drop` (close the connection without answering), and
-on chat completions every kind in `evals.faults` (bodies that are not completions, malformed
+on chat completions every kind in `evals.common.faults` (bodies that are not completions, malformed
 tool calls). Injected 429/500 ask for a 1 ms retry (`retry-after-ms`) so tests do not wait.
 """
 
@@ -38,11 +38,11 @@ from typing import Any
 from kv_cache_env.context.agent import READER_SYSTEM, context_system_prompt
 from kv_cache_env.sim import Action, approx_tokens, parse
 
-from .context.text_agent import context_text_answer, context_text_calls
+from ..context.text_agent import context_text_answer, context_text_calls
+from ..prompt_cache.provider import BreakpointError, ProviderCache, Unit, content_key
+from ..prompt_cache.tokens import estimate_tokens
+from ..serving.policies import Policy, SimulatorPolicy, create
 from .faults import INJECTED, inject
-from .policies import Policy, SimulatorPolicy, create
-from .prompt_cache.provider import BreakpointError, ProviderCache, Unit, content_key
-from .prompt_cache.tokens import estimate_tokens
 
 CONTEXT_SYSTEM_START = context_system_prompt(0)[:60]
 """How a request of the conversation-context family is recognised (its system prompt)."""

@@ -104,7 +104,7 @@ def run_speed(
     sides = {"after": HERE} | ({"before": before} if before is not None else {})
     for tree in sides.values():  # warm the bytecode caches (the first import compiles)
         subprocess.run(
-            [sys.executable, "-c", "import evals.cli, evals.policies, kv_cache_env.traces"],
+            [sys.executable, "-c", "import evals.cli, kv_cache_env.traces"],
             env=_environment(tree),
             cwd=tree,  # `-c` puts the working folder first on sys.path
             check=True,

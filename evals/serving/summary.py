@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .stats import mean_ci
+from ..common.stats import mean_ci
 
 # Seed 003's results-table columns: (header, where the value lives, key).
 COLUMNS: tuple[tuple[str, str, str], ...] = (
