@@ -300,7 +300,7 @@ def _expect_error(args: list[str], expected: str) -> None:
 
 
 def test_an_unexpected_error_is_one_line_and_run_json_says_error(tmp_path, monkeypatch):
-    import evals.cli
+    import evals.serving.eval_run
 
     calls = []
 
@@ -310,7 +310,7 @@ def test_an_unexpected_error_is_one_line_and_run_json_says_error(tmp_path, monke
             raise RuntimeError("boom\nsecond line")
         return run_job(job)
 
-    monkeypatch.setattr(evals.cli, "run_job", flaky)
+    monkeypatch.setattr(evals.serving.eval_run, "run_job", flaky)
     out = tmp_path / "run"
     args = [
         "eval",

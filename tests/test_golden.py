@@ -1,4 +1,5 @@
-"""Golden runs: one small `results.jsonl` per family, compared byte for byte.
+"""Golden runs: one small `results.jsonl` per family (and the prompt-cache replay's JSON), compared
+byte for byte.
 
 They pin behaviour across refactors (the layout issue moves code, the engine-speed work must be
 semantics-neutral). A change that is meant to alter results regenerates them deliberately:
@@ -46,9 +47,43 @@ def test_results_match_the_golden_run(name: str, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     produced = (tmp_path / "results.jsonl").read_bytes()
-    golden = GOLDEN / f"{name}.jsonl"
+    _compare(produced, GOLDEN / f"{name}.jsonl", name)
+
+
+def _compare(produced: bytes, golden: Path, name: str) -> None:
     if os.environ.get("KVARENA_UPDATE_GOLDEN") == "1":
         golden.write_bytes(produced)
     assert produced == golden.read_bytes(), (
         f"{name}: results differ from {golden} (if intended: KVARENA_UPDATE_GOLDEN=1, and say why)"
     )
+
+
+def test_prompt_cache_family_matches_the_golden_run(tmp_path: Path) -> None:
+    # The prompt-cache family end to end: a keyless model (the `lru` policy behind the policy
+    # server's Anthropic Messages endpoint, which models a provider cache) played with the hybrid
+    # planner's `cache_control` breakpoints, then `cache-replay` pricing its transcripts under
+    # the five strategies. Both outputs are pinned: the recorded usage and the replay's JSON.
+    from evals.common.policy_server import PolicyServer
+
+    out = tmp_path / "run"
+    model = ["--model", "lru", "--api", "anthropic", "-s", "easy", "-n", "1", "--steps", "8"]
+    with PolicyServer("lru") as server:
+        url = server.anthropic_base_url
+        model_run = subprocess.run(
+            [sys.executable, "-m", "evals.cli", "eval", *model, "-o", str(out), "--base-url", url],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=os.environ | {"ANTHROPIC_API_KEY": "unused-by-the-loopback-server"},
+        )
+    assert model_run.returncode == 0, model_run.stderr
+    _compare((out / "results.jsonl").read_bytes(), GOLDEN / "prompt-cache.jsonl", "prompt-cache")
+    prices = ["--price-in", "3", "--price-cached", "0.3", "--price-write", "3.75"]
+    replay = subprocess.run(
+        [sys.executable, "-m", "evals.cli", "cache-replay", str(out), *prices, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert replay.returncode == 0, replay.stderr
+    _compare(replay.stdout.encode(), GOLDEN / "prompt-cache-replay.json", "cache-replay")

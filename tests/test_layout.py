@@ -45,3 +45,89 @@ def test_environment_sources_name_no_evals_import() -> None:
         if line.lstrip().startswith(("from evals", "import evals"))
     ]
     assert offenders == []
+
+
+ROOT = ENVIRONMENTS.parent
+EVALS = ROOT / "evals"
+LONGEST_FUNCTION = 80
+EXEMPT = {("evals/report/build.py", "figures")}
+"""The report's figure drawing: one matplotlib figure after another, clearer in one place."""
+
+
+def _functions(path: Path) -> list[tuple[str, int]]:
+    import ast
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
+    ]
+
+
+def test_no_function_under_evals_is_over_80_lines() -> None:
+    too_long = [
+        f"{path.relative_to(ROOT)}:{name} ({lines} lines)"
+        for path in sorted(EVALS.rglob("*.py"))
+        for name, lines in _functions(path)
+        if lines > LONGEST_FUNCTION and (str(path.relative_to(ROOT)), name) not in EXEMPT
+    ]
+    assert too_long == []
+
+
+def test_the_cli_is_the_app_and_its_registration_only() -> None:
+    import ast
+
+    source = (EVALS / "cli.py").read_text()
+    assert len(source.splitlines()) <= 150
+    tree = ast.parse(source)
+    functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert functions == ["_root", "main"]  # the app's callback (--debug) and the entry point
+    registered = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Call)
+        and isinstance(node.func.func, ast.Attribute)
+        and node.func.func.attr == "command"
+    ]
+    # every command is a function of a family's `commands` module, registered by name
+    assert len(registered) >= 10
+    for call in registered:
+        target = call.args[0]
+        assert isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+
+
+def _layout_rows() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    return [
+        line.split("|")[1].strip().strip("`")
+        for line in section.splitlines()
+        if line.startswith("| `")
+    ]
+
+
+def test_the_readme_layout_table_matches_the_tree() -> None:
+    rows = _layout_rows()
+    missing = [row for row in rows if not (ROOT / row).exists()]
+    assert missing == [], f"README Layout names paths that do not exist: {missing}"
+    packages = sorted(
+        str(init.parent.relative_to(ROOT)) + "/"
+        for top in ("evals", "rubrics", "environments")
+        for init in (ROOT / top).rglob("__init__.py")
+    )
+    unlisted = [p for p in packages if p not in rows]
+    assert unlisted == [], f"packages missing from the README's Layout table: {unlisted}"
+
+
+def test_every_package_says_what_it_owns() -> None:
+    import ast
+
+    silent = [
+        str(init.relative_to(ROOT))
+        for top in ("evals", "rubrics", "environments")
+        for init in (ROOT / top).rglob("__init__.py")
+        if not ast.get_docstring(ast.parse(init.read_text()))
+    ]
+    assert silent == []

@@ -201,3 +201,16 @@ class LocalModelServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def start_local(server: LocalModelServer) -> None:
+    """Start a local model server, showing its loading time; InputError if it fails."""
+    from .console import console
+    from .edge import InputError
+
+    with console.status(f"loading {server.model} ({server.path.name})") as status:
+        try:
+            server.start(tick=lambda s: status.update(f"loading {server.model}: {s:.0f}s"))
+        except LocalModelError as error:
+            raise InputError(str(error)) from None
+    console.print(f"{server.model} serving at {server.base_url}")

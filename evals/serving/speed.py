@@ -151,13 +151,20 @@ def run_speed(
             key = f"vector.workers_{workers}_steps_per_s"
             samples["after"].setdefault(key, []).append(figures["steps_per_s"])
         tick()
-    table: dict[str, Any] = {
+    settings = {
         "repeats": repeats,
         "hard_episodes": hard_episodes,
         "bound_episodes": bound_episodes,
         "vector_episodes": vector_episodes,
-        "trees": {name: str(tree) for name, tree in sides.items()},
     }
+    return _table(settings, sides, samples)
+
+
+def _table(
+    settings: dict[str, int], sides: dict[str, Path], samples: dict[str, dict[str, list[Any]]]
+) -> dict[str, Any]:
+    """Medians per side, the derived figures, the after/before ratios and the targets."""
+    table: dict[str, Any] = settings | {"trees": {name: str(tree) for name, tree in sides.items()}}
     for name, figures in samples.items():
         table[name] = {key: _median(values) for key, values in figures.items()}
     after = table["after"]

@@ -1,6 +1,7 @@
-"""The `kvarena context-eval` command: baselines (or an LLM agent) on the conversation-context
-family at each level, with a reader, written to `results.jsonl` + `run.json` and printed as one
-table per level (ROUGE-L, facts still visible, OOM events, blocks used, recalls, reward)."""
+"""The body of `kvarena context-eval` (its options: `commands`): baselines (or an LLM agent) on
+the conversation-context family at each level, with a reader, written to `results.jsonl` +
+`run.json` and printed as one table per level (ROUGE-L, facts still visible, OOM events, blocks
+used, recalls, reward)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,6 +27,8 @@ from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.replies import one_line
 from kv_cache_env.responses import ProviderError
 
+from ..common.console import console as err_console
+from ..common.edge import InputError, check_out_dir
 from ..common.results import dumps
 from ..common.stats import mean_ci
 from .policies import CONTEXT_POLICIES
@@ -61,6 +65,24 @@ class ContextEvalArgs:
     timeout_s: float = 120.0
     max_tokens: int = 512
     """Cap on each agent reply (tool calls fit easily; a small local model rambles)."""
+
+
+def run_context_command(args: ContextEvalArgs) -> None:
+    """Run the episodes into `args.out` and print the tables; InputError for bad arguments."""
+    check_out_dir(args.out)
+    started = time.perf_counter()
+    try:
+        results = run_context_eval(args)
+    except ContextEvalError as error:
+        raise InputError(str(error)) from None
+    except KeyboardInterrupt:
+        err_console.print(f"[yellow]interrupted:[/yellow] finished episodes are in {args.out}")
+        raise typer.Exit(130) from None
+    print_context_tables(results)
+    err_console.print(
+        f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'} in "
+        f"{time.perf_counter() - started:.1f}s"
+    )
 
 
 def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:

@@ -20,13 +20,13 @@ from typing import Any
 from kv_cache_env.sim import SUITE, SUITE_VERSION, TIERS
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
-from .common.result_check import parse_line
-from .common.stats import mean_ci
-from .prompt_cache.dollars import mean_episode_cost
-from .prompt_cache.provider import Prices
-from .serving.normalize import normalized_scores
-from .serving.policies import REFERENCE
-from .serving.summary import group_results
+from ..common.result_check import parse_line
+from ..common.stats import mean_ci
+from ..prompt_cache.dollars import mean_episode_cost
+from ..prompt_cache.provider import Prices
+from ..serving.normalize import normalized_scores
+from ..serving.policies import REFERENCE
+from ..serving.summary import group_results
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("failures", "failures/ep"),

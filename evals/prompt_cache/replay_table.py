@@ -1,5 +1,5 @@
-"""The `kvarena cache-replay` command: prices recorded transcripts under the five breakpoint
-strategies and prints one table (or JSON)."""
+"""The table of `kvarena cache-replay`: prices recorded transcripts under the five breakpoint
+strategies and prints one table (or JSON). The command's options are `commands`."""
 
 from __future__ import annotations
 

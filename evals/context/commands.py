@@ -1,0 +1,102 @@
+"""`kvarena context-eval`: option parsing; the run itself is `eval_run`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..common.console import split_list
+from ..common.edge import InputError, check_options, parse_weights
+
+Policy = Annotated[
+    list[str] | None,
+    typer.Option("--policy", "-p", help="Context baselines, comma-separated (default: all)."),
+]
+Model = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="An LLM agent instead (OpenAI-compatible, or local:NAME)."),
+]
+BaseUrl = Annotated[str | None, typer.Option(help="The agent model's endpoint.")]
+ApiKeyVar = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
+Level = Annotated[
+    list[str] | None,
+    typer.Option("--level", "-l", help="Levels, comma-separated (default: easy,medium,hard)."),
+]
+Episodes = Annotated[int, typer.Option("--episodes", "-n", min=1)]
+Seed = Annotated[int, typer.Option(help="Episode i uses seed + i.")]
+Reader = Annotated[
+    str | None,
+    typer.Option(
+        help="Who answers the questions: extractive (default without --model), hf:PATH "
+        "(a local Hugging Face model through the block mask), local:NAME, or a model "
+        "name on --reader-base-url. Default with --model: that model."
+    ),
+]
+ReaderBaseUrl = Annotated[str | None, typer.Option(help="Endpoint of a chat-model reader.")]
+MaxBlocks = Annotated[
+    int | None, typer.Option(min=1, help="Cache budget in blocks (default: the level's).")
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(min=1, help="Cap on each agent reply (default 512; 192 for local: models)."),
+]
+Out = Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")]
+Weights = Annotated[
+    str | None,
+    typer.Option(help="Context rubric weight overrides as JSON, e.g. '{\"oom_penalty\": 1}'."),
+]
+
+
+def context_eval_command(
+    policy: Policy = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
+    api_key_var: ApiKeyVar = "OPENAI_API_KEY",
+    level: Level = None,
+    episodes: Episodes = 5,
+    seed: Seed = 0,
+    reader: Reader = None,
+    reader_base_url: ReaderBaseUrl = None,
+    max_blocks: MaxBlocks = None,
+    max_tokens: MaxTokens = None,
+    out: Out = None,
+    weights: Weights = None,
+) -> None:
+    """The conversation-context family: which blocks of one long chat stay cached (seeds 000 +
+    001). Writes results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
+    from rubrics.context import CONTEXT_COMPONENTS
+
+    from ..common.local_model import DEFAULT_MAX_TOKENS, is_local
+    from .eval_run import ContextEvalArgs, run_context_command
+    from .policies import CONTEXT_POLICIES
+
+    check_options(
+        {
+            "--episodes": episodes,
+            "--seed": seed,
+            "--max-blocks": max_blocks,
+            "--max-tokens": max_tokens,
+        }
+    )
+    parsed = parse_weights(weights, CONTEXT_COMPONENTS)
+    if model and policy:
+        raise InputError("give --policy or --model, not both")
+    args = ContextEvalArgs(
+        policies=split_list(policy) or list(CONTEXT_POLICIES),
+        model=model,
+        base_url=base_url,
+        api_key_var=api_key_var,
+        levels=split_list(level) or ["easy", "medium", "hard"],
+        episodes=episodes,
+        seed=seed,
+        reader=reader,
+        reader_base_url=reader_base_url,
+        max_blocks=max_blocks,
+        max_tokens=max_tokens or (DEFAULT_MAX_TOKENS if model and is_local(model) else 512),
+        out=out or Path("runs") / datetime.now(UTC).strftime("context-%Y%m%d-%H%M%S"),
+        weights=parsed,
+    )
+    run_context_command(args)

@@ -1,0 +1,61 @@
+"""`kvarena cache-replay`: option parsing; the replay and its table are `replay_table`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def cache_replay_command(
+    transcripts: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Transcript files or directories (a run directory of 'kvarena eval --model' "
+            "or 'kvarena context-eval --model')."
+        ),
+    ],
+    price_in: Annotated[
+        float, typer.Option(min=0, help="Price of uncached input, $ per million tokens.")
+    ],
+    price_cached: Annotated[
+        float, typer.Option(min=0, help="Price of input read from the cache, $ per M tokens.")
+    ],
+    price_write: Annotated[
+        float, typer.Option(min=0, help="Price of input written to the cache, $ per M tokens.")
+    ],
+    cache_min_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Provider minimum for a cacheable prefix (cacheMinTokens). Default: that of "
+            "--for-model, else 1024.",
+        ),
+    ] = None,
+    for_model: Annotated[
+        str | None,
+        typer.Option(help="Price for this provider model's minimum prefix (e.g. claude-opus-4-5)."),
+    ] = None,
+    cache_buffer_multiplier: Annotated[
+        float, typer.Option(min=1, help="Safety margin on the minimum (cacheBufferMultiplier).")
+    ] = 1.5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Replay eval transcripts through (a) no breakpoints, (b) one after the system prompt,
+    (c) a rolling breakpoint on the last message, (d) the stability tiers and (e) the hybrid
+    planner (the hosted client's default); compare costs."""
+    from .minimums import min_cacheable_tokens
+    from .replay_table import run_cache_replay
+
+    if cache_min_tokens is None:
+        cache_min_tokens = min_cacheable_tokens(for_model)
+    run_cache_replay(
+        transcripts,
+        price_in=price_in,
+        price_cached=price_cached,
+        price_write=price_write,
+        cache_min_tokens=cache_min_tokens,
+        cache_buffer_multiplier=cache_buffer_multiplier,
+        as_json=as_json,
+    )

@@ -1,0 +1,55 @@
+"""`kvarena report`: option parsing; the report itself is `build`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..common.console import console
+from ..common.edge import InputError, check_out_dir
+
+
+def report_command(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories or results.jsonl files.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Report directory.")] = Path("report"),
+    dataset: Annotated[
+        Path | None, typer.Option(help="Also save the results as a datasets.Dataset here.")
+    ] = None,
+    price_in: Annotated[
+        float | None, typer.Option(min=0, help="$ per M fresh input tokens (with the other two).")
+    ] = None,
+    price_cached: Annotated[
+        float | None, typer.Option(min=0, help="$ per M input tokens read from the cache.")
+    ] = None,
+    price_write: Annotated[
+        float | None, typer.Option(min=0, help="$ per M input tokens written to the cache.")
+    ] = None,
+) -> None:
+    """Build leaderboard.md and a self-contained index.html from one or more runs; with the
+    three prices, also the input cost per episode in dollars from the recorded usage."""
+    from ..prompt_cache.provider import Prices
+    from .build import ReportError, build_report, load_results, to_dataset
+
+    given = [p for p in (price_in, price_cached, price_write) if p is not None]
+    if len(given) not in (0, 3):
+        raise InputError("give all three of --price-in, --price-cached and --price-write, or none")
+    prices = Prices(*given) if given else None
+    try:
+        results = load_results(runs)
+    except ReportError as error:
+        raise InputError(str(error)) from None
+    check_out_dir(out)
+    if dataset is not None and dataset.exists() and not dataset.is_dir():
+        raise InputError(f"--dataset {dataset}: exists and is not a directory")
+    with console.status("rendering figures"):
+        rows = build_report(results, out, [str(r) for r in runs], prices)
+    if dataset is not None:
+        to_dataset(results).save_to_disk(str(dataset))
+        console.print(f"saved the dataset to {dataset}")
+    failed = sum(r.failed for r in rows)
+    console.print(
+        f"{len(results)} episodes ({failed} failed) in {len(rows)} rows: "
+        f"{out / 'leaderboard.md'}, {out / 'index.html'}"
+    )

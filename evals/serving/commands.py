@@ -1,0 +1,281 @@
+"""The serving family's commands: `eval`, `validate`, `bench`, `policies`, `scenarios`,
+`traces`. Each parses its options and calls one function; the options' help lives here."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..common.console import console, out_console, progress
+from ..common.edge import InputError
+
+_CONSTRAIN_HELP = (
+    "local: models: replies to the tools are tool calls by constrained decoding "
+    "(--no-constrain: free text, as llama.cpp's chatml-function-calling gives it)."
+)
+Constrain = Annotated[bool, typer.Option(help=_CONSTRAIN_HELP)]
+Workers = Annotated[int, typer.Option("--workers", "-j", min=1)]
+CPUS = os.cpu_count() or 1
+"""`--workers`' default: every core."""
+Policy = Annotated[
+    list[str] | None,
+    typer.Option("--policy", "-p", help="Policies, comma-separated (default: built-ins)."),
+]
+Model = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Evaluate this model on an OpenAI-compatible endpoint instead of policies.",
+    ),
+]
+BaseUrl = Annotated[str | None, typer.Option(help="Endpoint base URL (default: the OpenAI API).")]
+ApiKeyVar = Annotated[
+    str | None,
+    typer.Option(
+        help="Environment variable holding the API key (default: OPENAI_API_KEY, or "
+        "ANTHROPIC_API_KEY with --api anthropic)."
+    ),
+]
+Api = Annotated[
+    str,
+    typer.Option(help="The endpoint's API: 'openai' (chat completions) or 'anthropic' (Messages)."),
+]
+PromptCache = Annotated[
+    bool | None,
+    typer.Option(
+        "--prompt-cache/--no-prompt-cache",
+        help="cache_control breakpoints of the hybrid planner (seed 002's tiers for "
+        "changing content, a rolling breakpoint for growing history). Default: on for "
+        "--api anthropic and for OpenAI-compatible hosts that accept cache_control "
+        "(OpenRouter); off elsewhere.",
+    ),
+]
+Concurrency = Annotated[int, typer.Option("--concurrency", "-c", min=1)]
+HistoryTurns = Annotated[
+    int | None, typer.Option(min=0, help="Send only the system prompt and the last K turns.")
+]
+Timeout = Annotated[float, typer.Option(min=1, help="Seconds per model call.")]
+MaxRetries = Annotated[int, typer.Option(min=0, help="Retries per model call.")]
+Temperature = Annotated[float | None, typer.Option(help="Sampling temperature.")]
+MaxTokens = Annotated[int | None, typer.Option(min=1, help="Cap on each reply's tokens.")]
+Hints = Annotated[bool, typer.Option(help="Show pre-scored eviction candidates.")]
+Scenario = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--scenario",
+        "-s",
+        help="Scenarios, comma-separated (default: the serving suite v2). With --trace: the "
+        "tier whose memory budget and request mix the replay uses (default: medium).",
+    ),
+]
+Trace = Annotated[
+    Path | None,
+    typer.Option(
+        help="Replay a trace: a built-in name (mooncake-conversation, azure-conv-2023; see "
+        "kvarena traces) or a Mooncake .jsonl / Azure .csv path (.gz allowed)."
+    ),
+]
+Full = Annotated[bool, typer.Option(help="With --trace: replay the whole trace.")]
+Episodes = Annotated[int, typer.Option("--episodes", "-n", min=1)]
+Seed = Annotated[
+    int, typer.Option(help="Episode i uses seed + i (evaluation seeds start at 0; see README).")
+]
+Steps = Annotated[int | None, typer.Option(min=1, help="Turns per episode.")]
+Out = Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")]
+Resume = Annotated[
+    bool, typer.Option(help="Keep the ok episodes already in --out and run the rest.")
+]
+Weights = Annotated[
+    str | None,
+    typer.Option(help="Rubric weight overrides as JSON, e.g. '{\"latency_penalty\": 0.1}'."),
+]
+Force = Annotated[bool, typer.Option(help="Move results already in --out aside and start fresh.")]
+
+
+def eval_command(
+    policy: Policy = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
+    api_key_var: ApiKeyVar = None,
+    api: Api = "openai",
+    prompt_cache: PromptCache = None,
+    concurrency: Concurrency = 4,
+    history_turns: HistoryTurns = None,
+    timeout: Timeout = 120.0,
+    max_retries: MaxRetries = 4,
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    hints: Hints = True,
+    constrain: Constrain = True,
+    scenario: Scenario = None,
+    trace: Trace = None,
+    full: Full = False,
+    episodes: Episodes = 10,
+    seed: Seed = 0,
+    steps: Steps = None,
+    out: Out = None,
+    resume: Resume = False,
+    workers: Workers = CPUS,
+    weights: Weights = None,
+    force: Force = False,
+) -> None:
+    """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json."""
+    options = dict(locals())  # the options by name: EvalArgs has the same fields
+    from .eval_run import EvalArgs, run_eval
+
+    run_eval(EvalArgs(**options))
+
+
+def validate_command(
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=2)] = 100,
+    ablation_episodes: Annotated[
+        int | None,
+        typer.Option(min=1, help="Episodes per scenario for each ablated bound (default: -n)."),
+    ] = None,
+    deep_episodes: Annotated[
+        int | None,
+        typer.Option(min=1, help="Episodes per scenario for the deeper search (default: n/10)."),
+    ] = None,
+    workers: Workers = CPUS,
+    family: Annotated[str, typer.Option(help="Which checks: serving, context or all.")] = "all",
+) -> None:
+    """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
+    from ..context.validate import context_validation_jobs, run_context_validation
+    from .validate import run_validation, validation_jobs
+
+    if family not in ("serving", "context", "all"):
+        raise InputError(f"--family must be serving, context or all, not {family!r}")
+    serving, context = family in ("serving", "all"), family in ("context", "all")
+    ablation = episodes if ablation_episodes is None else ablation_episodes
+    deep = max(2, episodes // 10) if deep_episodes is None else deep_episodes
+    jobs, bounds = validation_jobs(episodes, ablation, deep)
+    total = (len(jobs) + len(bounds)) * serving + len(context_validation_jobs(episodes)) * context
+    with progress() as bar:
+        task = bar.add_task("validate", total=total)
+        checks = (
+            run_validation(
+                episodes,
+                workers,
+                lambda: bar.advance(task),
+                ablation_episodes=ablation,
+                deep_episodes=deep,
+            )
+            if serving
+            else []
+        )
+        if context:
+            checks += run_context_validation(episodes, workers, lambda: bar.advance(task))
+    table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
+    for check in checks:
+        verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"
+        table.add_row(check.name, verdict, check.detail)
+    Console(width=max(out_console.width, 160)).print(table)
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        console.print(f"[red]{len(failed)} check(s) failed[/red]")
+        raise typer.Exit(1)
+    console.print(f"all {len(checks)} checks passed")
+
+
+def bench_command(
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 1000,
+    trace: Annotated[
+        str,
+        typer.Option(help="Trace for the replay figure: a built-in name (kvarena traces) or path."),
+    ] = "mooncake-conversation",
+    as_json: Annotated[bool, typer.Option("--json", help="Print figures as JSON.")] = False,
+    speed: Annotated[
+        bool, typer.Option(help="The engine-speed table (each figure in a fresh process).")
+    ] = True,
+    before: Annotated[
+        Path | None,
+        typer.Option(help="Worktree of an older commit, measured beside this one (ratios)."),
+    ] = None,
+    repeats: Annotated[int, typer.Option(min=1, help="Speed table: paired repeats.")] = 3,
+    bound_episodes: Annotated[int, typer.Option(min=0, help="Speed table: bound episodes.")] = 6,
+    speed_episodes: Annotated[
+        int, typer.Option(min=1, help="Speed table: hard episodes per policy.")
+    ] = 200,
+) -> None:
+    """Measure simulator speed, the full-trace replay time and the observation size; with
+    --before, the engine-speed table of this tree against an older commit's worktree."""
+    from kv_cache_env.trace_data import resolve_trace
+
+    from .bench import run_bench
+    from .speed import run_speed, speed_table
+
+    if not resolve_trace(trace).is_file():
+        raise InputError(f"{trace}: no such trace file")
+    if before is not None and not (before / "environments" / "kv_cache_env").is_dir():
+        raise InputError(f"{before}: not a kvcache-arena worktree (git worktree add --detach ...)")
+    figures = run_bench(episodes=episodes, trace=trace, progress=None if as_json else console)
+    if speed:
+        figures["speed"] = run_speed(
+            before=before,
+            trace=trace,
+            repeats=repeats,
+            hard_episodes=speed_episodes,
+            bound_episodes=bound_episodes,
+        )
+    if as_json:
+        out_console.print_json(json.dumps(figures))
+        return
+    table = Table("figure", "value", title="kvarena bench", title_justify="left")
+    for key, val in figures.items():
+        if key != "speed":
+            table.add_row(key, f"{val:,.3f}" if isinstance(val, float) else str(val))
+    out_console.print(table)
+    if speed:
+        out_console.print(speed_table(figures["speed"]))
+
+
+def policies_command() -> None:
+    """List the registered policies."""
+    from . import policies
+
+    for name in policies.available():
+        policy = policies.create(name)
+        doc = " ".join((type(policy).__doc__ or "").split())
+        out_console.print(f"[bold]{name:<16}[/bold] {doc}", soft_wrap=True)
+
+
+def scenarios_command() -> None:
+    """List the built-in scenarios and their main parameters."""
+    from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
+
+    table = Table(
+        *("scenario", "budget", "arrivals/s", "bursts", "pauses", "kv", "cpu", "prefill/s"),
+        "fallback",
+        title=f"serving suite v{SUITE_VERSION} (the suite: {', '.join(SUITE)})",
+        title_justify="left",
+    )
+    for sc in SCENARIOS.values():
+        table.add_row(
+            sc.name,
+            f"{sc.budget_fraction[0]:.2f}-{sc.budget_fraction[1]:.2f} of peak",
+            f"{sc.arrival_rate[0]:.1f}-{sc.arrival_rate[1]:.1f}",
+            f"{sc.burst_probability:.0%} x{sc.burst_multiplier:g}",
+            " ".join(f"{k} {w:g}" for k, w in sc.pause_mix),
+            str(sc.base_quantization),
+            f"{sc.cpu_capacity_fraction:g}x",
+            str(sc.prefill_tokens_per_s),
+            sc.fallback,
+        )
+    Console(width=max(out_console.width, 140)).print(table)
+
+
+def traces_command() -> None:
+    """List the built-in traces (`--trace NAME`): requests, duration and source."""
+    from .trace_list import builtin_trace_rows
+
+    table = Table("name", "requests", "duration", "prefix blocks", "source", "licence")
+    for row in builtin_trace_rows():
+        table.add_row(*row)
+    out_console.print(table)

@@ -1,0 +1,352 @@
+"""`kvarena eval`'s body: check the arguments, build the episode jobs, run them (built-in
+policies in worker processes, or a model over HTTP with a local model started here if asked),
+keep every finished episode in the run directory, and print the summary tables."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from kv_cache_env.episodes import EpisodeSpec, load_episode_trace
+from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
+from kv_cache_env.traces import TraceError
+
+from ..common.console import console, progress, split_list, versions
+from ..common.edge import InputError, check_options, parse_weights
+from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
+from . import policies
+from .jobs import EpisodeJob, run_job
+from .normalize import normalized_scores
+from .summary import summarize
+from .tables import print_tables
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from ..common.local_model import LocalModelServer
+    from .model_eval import ModelSpec
+
+
+@dataclass
+class EvalArgs:
+    """`kvarena eval`'s options, as given (None: not given)."""
+
+    policy: list[str] | None
+    model: str | None
+    base_url: str | None
+    api_key_var: str | None
+    api: str
+    prompt_cache: bool | None
+    concurrency: int
+    history_turns: int | None
+    timeout: float
+    max_retries: int
+    temperature: float | None
+    max_tokens: int | None
+    hints: bool
+    constrain: bool
+    scenario: list[str] | None
+    trace: Path | None
+    full: bool
+    episodes: int
+    seed: int
+    steps: int | None
+    out: Path | None
+    resume: bool
+    workers: int
+    weights: str | None
+    force: bool
+
+
+def run_eval(args: EvalArgs) -> None:
+    """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json."""
+    started = time.perf_counter()
+    names, tiers = _check(args)
+    spec, local_server = _model_spec(args) if args.model else (None, None)
+    weight_pairs = _parse_weights(args.weights)
+    count = 1 if args.full else args.episodes
+    jobs = [
+        EpisodeJob(
+            agent=name,
+            episode=EpisodeSpec(
+                scenario=tier,
+                seed=args.seed + i,
+                trace=str(args.trace) if args.trace else None,
+                full=args.full,
+                steps=args.steps,
+            ),
+            weights=weight_pairs,
+        )
+        for tier in tiers
+        for name in names
+        for i in range(count)
+    ]
+    out = args.out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
+    run_info: dict[str, Any] = {
+        "command": "eval",
+        "arguments": _arguments(args, names, tiers, count, weight_pairs, spec, local_server),
+        "suite_version": SUITE_VERSION,
+        "versions": versions(),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    moved = prepare_run_dir(out, run_info, resume=args.resume, force=args.force)
+    if moved is not None:
+        console.print(f"moved the previous results aside to {moved}")
+    run = RunDir(out, resume=args.resume)
+    pending = [job for job in jobs if not run.done(job.key)]
+    if args.resume:
+        console.print(f"resuming {out}: {len(jobs) - len(pending)} of {len(jobs)} episodes kept")
+    write_run_info(out, run_info, run.results, "running", started)
+    _execute(pending, len(jobs), args, spec, local_server, run, run_info, started)
+    results = run.finish(job.key for job in jobs)
+    wall = time.perf_counter() - started
+    run_info = write_run_info(out, run_info, results, "complete", started)
+    print_tables(summarize(results), normalized_scores(results))
+    failed = run_info["episodes_failed"]
+    if failed:
+        console.print(f"[yellow]{failed} episode(s) failed[/yellow]; see 'error' in the results")
+    console.print(f"wrote {run.results_path} and {out / 'run.json'} in {wall:.1f}s")
+
+
+def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
+    """InputError for the first bad option; else (agent names, scenario names). Fills in the
+    API key variable's default."""
+    check_options(
+        {
+            "--episodes": args.episodes,
+            "--seed": args.seed,
+            "--steps": args.steps,
+            "--concurrency": args.concurrency,
+            "--workers": args.workers,
+            "--history-turns": args.history_turns,
+            "--timeout": args.timeout,
+            "--max-retries": args.max_retries,
+            "--temperature": args.temperature,
+            "--max-tokens": args.max_tokens,
+        }
+    )
+    if args.model and args.policy:
+        raise InputError("give --policy or --model, not both")
+    if args.resume and args.force:
+        raise InputError("give --resume or --force, not both")
+    if args.resume and args.out is None:
+        raise InputError("--resume needs --out (the run directory to finish)")
+    if args.api not in ("openai", "anthropic"):
+        raise InputError(f"--api must be 'openai' or 'anthropic', not {args.api!r}")
+    if args.api_key_var is None:
+        args.api_key_var = "ANTHROPIC_API_KEY" if args.api == "anthropic" else "OPENAI_API_KEY"
+    names = [args.model] if args.model else (split_list(args.policy) or list(policies.BUILTIN))
+    if not args.model:
+        for name in names:
+            try:
+                policies.create(name)
+            except ValueError as error:
+                raise InputError(str(error)) from None
+    tiers = split_list(args.scenario) or (["medium"] if args.trace else list(SUITE))
+    for tier in tiers:
+        if tier not in SCENARIOS:
+            known = ", ".join(SCENARIOS)
+            raise InputError(f"unknown scenario {tier!r}; known scenarios: {known}")
+    if args.full and args.trace is None:
+        raise InputError("--full needs --trace")
+    if args.trace is not None:
+        if len(tiers) != 1:
+            raise InputError("--trace takes one --scenario (the tier whose budget it uses)")
+        try:
+            load_episode_trace(str(args.trace))  # parsed once: the episodes reuse it
+        except TraceError as error:
+            raise InputError(str(error)) from None
+    return names, tiers
+
+
+def _model_spec(args: EvalArgs) -> tuple[ModelSpec, LocalModelServer | None]:
+    """The model's client settings; for a `local:` model, also its (not yet started) server.
+    InputError if the options do not fit the model or no API key is set."""
+    from ..common.local_model import (
+        DEFAULT_HISTORY_TURNS,
+        DEFAULT_MAX_TOKENS,
+        LocalModelError,
+        LocalModelServer,
+        is_local,
+    )
+    from .model_eval import ModelSpec, api_key  # imports openai: only when needed
+
+    assert args.model is not None
+    sampling: dict[str, Any] = {}
+    if args.temperature is not None:
+        sampling["temperature"] = args.temperature
+    name, label, local_server = args.model, None, None
+    if is_local(args.model):
+        if args.api != "openai":
+            raise InputError("a local: model speaks the OpenAI API; drop --api")
+        if args.base_url:
+            raise InputError("a local: model is served here; drop --base-url")
+        try:
+            local_server = LocalModelServer(
+                args.model, log=Path(args.out or ".") / "local-model.log", constrain=args.constrain
+            )
+        except LocalModelError as error:
+            raise InputError(str(error)) from None
+        name, label, args.base_url = local_server.alias, args.model, local_server.base_url
+        if args.history_turns is None:
+            args.history_turns = DEFAULT_HISTORY_TURNS
+        args.max_tokens = args.max_tokens or DEFAULT_MAX_TOKENS
+    if args.max_tokens is not None:
+        sampling["max_tokens"] = args.max_tokens
+    spec = ModelSpec(
+        name=name,
+        base_url=args.base_url,
+        api_key_var=args.api_key_var or "OPENAI_API_KEY",
+        timeout_s=args.timeout,
+        max_retries=args.max_retries,
+        history_turns=args.history_turns,
+        hints=args.hints,
+        sampling=sampling,
+        label=label,
+        api=args.api,  # type: ignore[arg-type]
+        prompt_cache=args.prompt_cache,
+    )
+    try:
+        api_key(spec)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    return spec, local_server
+
+
+def _arguments(
+    args: EvalArgs,
+    names: list[str],
+    tiers: list[str],
+    count: int,
+    weight_pairs: tuple[tuple[str, float], ...],
+    spec: ModelSpec | None,
+    local_server: LocalModelServer | None,
+) -> dict[str, Any]:
+    """`run.json`'s arguments: everything that changes results (`--resume` compares them)."""
+    from ..prompt_cache.strategies import DEFAULT_STRATEGY
+
+    model = args.model
+    return {
+        "policies": None if model else names,
+        "model": model,
+        "base_url": args.base_url,
+        "api_key_var": args.api_key_var if model else None,
+        "api": args.api if model else None,
+        "prompt_cache": (DEFAULT_STRATEGY if spec.uses_tiers else "off") if spec else None,
+        "concurrency": args.concurrency if model else None,
+        "history_turns": args.history_turns,
+        "constrain": args.constrain if local_server is not None else None,
+        "scenarios": tiers,
+        "trace": str(args.trace) if args.trace else None,
+        "full": args.full,
+        "episodes": count,
+        "seed": args.seed,
+        "steps": args.steps,
+        "workers": args.workers,
+        "weights": dict(weight_pairs),
+        "resume": args.resume,
+    }
+
+
+def _execute(
+    pending: list[EpisodeJob],
+    total: int,
+    args: EvalArgs,
+    spec: ModelSpec | None,
+    local_server: LocalModelServer | None,
+    run: RunDir,
+    run_info: dict[str, Any],
+    started: float,
+) -> None:
+    """Run the pending episodes into `run`; on Ctrl-C or an error, close the run with that
+    status in `run.json` (every finished episode is already kept)."""
+    status = "error"
+    try:
+        if local_server is not None and pending:
+            from ..common.local_model import start_local
+
+            start_local(local_server)
+        if spec is not None:
+            _run_model(pending, spec, args.concurrency, run)
+        else:
+            for _job, result in _run_jobs(pending, args.workers):
+                run.add(result)
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        console.print(
+            f"[yellow]interrupted:[/yellow] {len(run.results)} of {total} episodes kept in "
+            f"{run.results_path}; finish with --resume --out {run.path}"
+        )
+        raise typer.Exit(130) from None
+    finally:
+        if local_server is not None:
+            local_server.stop()
+        if status != "complete":
+            run.close()
+            write_run_info(run.path, run_info, run.results, status, started)
+
+
+def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: RunDir) -> None:
+    from .model_eval import run_model_jobs
+
+    rewards: list[float] = []
+    errors = 0
+    with progress() as bar:
+        task = bar.add_task(spec.agent, total=len(jobs))
+
+        def on_result(result: dict[str, Any], transcript: dict[str, Any] | None) -> None:
+            nonlocal errors
+            # transcript first: a kill between the two leaves an orphan transcript (rewritten on
+            # resume), never a kept result without its transcript
+            if transcript is not None:
+                run.write_transcript(result, transcript)
+            run.add(result)
+            if result["status"] == "ok":
+                rewards.append(result["reward"])
+            else:
+                errors += 1
+            mean = f"{sum(rewards) / len(rewards):+.3f}" if rewards else "-"
+            bar.update(task, advance=1, description=f"{spec.agent} reward {mean} errors {errors}")
+
+        import asyncio  # imported where used: start-up time of every other command
+
+        asyncio.run(run_model_jobs(jobs, spec, concurrency=concurrency, on_result=on_result))
+
+
+def _parse_weights(text: str | None) -> tuple[tuple[str, float], ...]:
+    from rubrics import COMPONENTS
+
+    return tuple(sorted(parse_weights(text, COMPONENTS).items()))
+
+
+def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
+    with progress() as bar:
+        task = bar.add_task("episodes", total=len(jobs))
+        if workers <= 1 or len(jobs) == 1:
+            for job in jobs:
+                bar.update(task, description=f"{job.episode.label} {job.agent}")
+                yield job, run_job(job)
+                bar.advance(task)
+            return
+        from concurrent.futures import ProcessPoolExecutor, as_completed  # (start-up time)
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures: dict[Future[dict[str, Any]], EpisodeJob] = {
+                pool.submit(run_job, job): job for job in jobs
+            }
+            try:
+                for future in as_completed(futures):
+                    job = futures[future]
+                    bar.update(task, description=f"{job.episode.label} {job.agent}")
+                    yield job, future.result()
+                    bar.advance(task)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
