@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from evals.common.results import dumps, episode_result
-from evals.report import ReportError, build_report, leaderboard, load_results, to_dataset
+from evals.report.build import ReportError, build_report, leaderboard, load_results, to_dataset
 from evals.serving.jobs import EpisodeJob, run_job
 from evals.serving.normalize import MIN_RANGE
 from kv_cache_env.episodes import EpisodeSpec
