@@ -156,3 +156,45 @@ def test_killed_run_resumes_to_the_same_complete_results(tmp_path):
     written = [p for p in run_dir.rglob("*") if p.is_file()]
     assert len(written) >= 8  # results, run.json, transcripts
     assert all(SENTINEL_KEY not in p.read_text() for p in written)
+
+
+def test_a_sampling_seed_gives_each_rollout_its_own_samples_reproducibly():
+    # `random` behind the policy server samples from each request's text and `seed`: the same
+    # task under two sampling seeds gives two rollouts, the same seed gives the same one, and
+    # no seed gives what it always gave (the request's text alone).
+    jobs = [EpisodeJob("random", EpisodeSpec("hard", seed)) for seed in (0, 1)]
+
+    def rewards(**spec_changes):
+        with PolicyServer("random") as server:
+            results = _model_results(server, jobs, **spec_changes)
+        return [(r["reward"], r["metrics"]) for r, _ in results]
+
+    first, again = rewards(sampling_seed=1), rewards(sampling_seed=1)
+    other, unseeded = rewards(sampling_seed=2), rewards()
+    assert first == again
+    assert first != other and first != unseeded
+    assert unseeded == rewards()
+
+
+def test_sampling_seeds_differ_by_request_and_are_refused_where_no_api_takes_them(tmp_path):
+    from evals.serving.model_eval import request_seeds
+
+    draw = request_seeds(5, 0)
+    assert draw is not None and request_seeds(None, 0) is None
+    seeds = [draw() for _ in range(4)]
+    again = request_seeds(5, 0)
+    assert seeds == [again() for _ in range(4)] and len(set(seeds)) == 4
+    other_task = request_seeds(5, 1)
+    assert [other_task() for _ in range(4)] != seeds
+    base = [sys.executable, "-m", "evals.cli", "eval", "-s", "easy", "-n", "1", "-o"]
+    for extra, message in [
+        (["-p", "random", "--sampling-seed", "3"], "--sampling-seed needs --model"),
+        (
+            ["--model", "m", "--api", "anthropic", "--sampling-seed", "3"],
+            "Anthropic Messages API takes no seed",
+        ),
+    ]:
+        done = subprocess.run(
+            [*base, str(tmp_path / "x"), *extra], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 2 and message in done.stderr, done.stderr

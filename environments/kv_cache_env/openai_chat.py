@@ -27,16 +27,22 @@ def openai_chat(
     model: str,
     sampling: Mapping[str, Any] | None = None,
     prepare: Prepare | None = None,
+    request_seed: Callable[[], int] | None = None,
 ) -> ChatFn:
+    """`request_seed`, if given, draws each request's `seed` (the sampling seed OpenAI's API and
+    llama.cpp's server accept): fresh samples per rollout, reproducible per seed. A retry resends
+    the same seed."""
     extra = dict(sampling or {})
 
     async def chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+        seeded = extra | ({"seed": request_seed()} if request_seed is not None else {})
+
         async def send() -> bytes:
             raw = await client.chat.completions.with_raw_response.create(
                 model=model,
                 messages=prepare(messages, tools) if prepare else joined_text(messages),  # type: ignore[arg-type]
                 tools=tools,  # type: ignore[arg-type]
-                **extra,
+                **seeded,
             )
             return raw.http_response.content
 

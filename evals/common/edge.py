@@ -40,6 +40,7 @@ OPTION_LIMITS: dict[str, tuple[float, float]] = {
     "--timeout": (1, 3600),
     "--max-retries": (0, 20),
     "--temperature": (0, 2),
+    "--sampling-seed": (0, 2**62),
     "--max-tokens": (1, 1 << 20),
     "--max-blocks": (1, 1 << 20),
 }

@@ -2,7 +2,10 @@
 
 `POST /v1/chat/completions` reads the last user message, rebuilds the structured observation
 from its text (`kv_cache_env.sim.parse`), asks the policy, and answers with its actions as tool
-calls (no tool call = noop). `GET /v1/models` lists the policy. Loopback only.
+calls (no tool call = noop). `GET /v1/models` lists the policy. Loopback only. A seeded policy
+(`random`) is reseeded from each request's text, and from its `seed` when the request sends one
+(as llama.cpp's server and OpenAI's API take it): without a seed every rollout of a task is the
+same; `kvarena eval --sampling-seed S` gives each S its own rollout, reproducibly.
 
 Requests of the conversation-context family (recognised by their system prompt) are answered by
 `evals.context.text_agent` instead: its tool calls for an observation, or the extractive
@@ -155,10 +158,14 @@ class PolicyServer:
             self.requests += 1
             return self.requests, self.faults.get(self.requests)
 
-    def _policy_calls(self, text: str, fault: str | None) -> list[dict[str, Any]]:
+    def _policy_calls(
+        self, text: str, fault: str | None, seed: object = None
+    ) -> list[dict[str, Any]]:
         observation = parse(text)
         policy: Policy = create(self.policy_name)
-        policy.reset(zlib.crc32(text.encode()))  # seeded policies: deterministic per request
+        # seeded policies: deterministic per request (its text, and its sampling seed if any)
+        salt = f"{seed}\n" if isinstance(seed, int) and not isinstance(seed, bool) else ""
+        policy.reset(zlib.crc32((salt + text).encode()))
         calls = tool_calls_for(policy.act(observation))
         if fault == "badjson" and calls:
             calls[0]["function"]["arguments"] = calls[0]["function"]["arguments"][:-1] + ',"'
@@ -267,7 +274,7 @@ class PolicyServer:
             context, _, question = text.removeprefix("Conversation:\n").rpartition("\n\nQuestion: ")
             calls, reply_text = [], context_text_answer(context, question)
         else:
-            calls = self._policy_calls(text, fault)
+            calls = self._policy_calls(text, fault, body.get("seed"))
         prompt_tokens = sum(approx_tokens(json.dumps(m)) for m in messages)
         completion_tokens = approx_tokens(json.dumps(calls))
         message: dict[str, Any] = {"role": "assistant", "content": None if calls else reply_text}

@@ -10,7 +10,7 @@ where the endpoint reports it, `cache_write_tokens`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kv_cache_env.agent import ChatFn, ModelReply, TokenUsage
@@ -65,7 +65,11 @@ def anthropic_usage(usage: Any) -> TokenUsage:
 
 
 def openai_cached_chat(
-    client: Any, model: str, planner: Planner, sampling: Mapping[str, Any] | None = None
+    client: Any,
+    model: str,
+    planner: Planner,
+    sampling: Mapping[str, Any] | None = None,
+    request_seed: Callable[[], int] | None = None,
 ) -> ChatFn:
     """`client` is an `openai.AsyncOpenAI` for an endpoint that honours `cache_control`."""
 
@@ -74,4 +78,4 @@ def openai_cached_chat(
     ) -> list[dict[str, Any]]:
         return openai_cached_messages(messages, _plan(planner, messages, tools))
 
-    return openai_chat(client, model, sampling, prepare)
+    return openai_chat(client, model, sampling, prepare, request_seed)

@@ -64,6 +64,14 @@ HistoryTurns = Annotated[
 Timeout = Annotated[float, typer.Option(min=1, help="Seconds per model call.")]
 MaxRetries = Annotated[int, typer.Option(min=0, help="Retries per model call.")]
 Temperature = Annotated[float | None, typer.Option(help="Sampling temperature.")]
+SamplingSeed = Annotated[
+    int | None,
+    typer.Option(
+        help="Send a sampling `seed` with every request, drawn from this seed and the "
+        "episode's: rerun with another value for another rollout of the same tasks (RL groups); "
+        "OpenAI API only."
+    ),
+]
 MaxTokens = Annotated[int | None, typer.Option(min=1, help="Cap on each reply's tokens.")]
 Hints = Annotated[bool, typer.Option(help="Show pre-scored eviction candidates.")]
 Scenario = Annotated[
@@ -111,6 +119,7 @@ def eval_command(
     timeout: Timeout = 120.0,
     max_retries: MaxRetries = 4,
     temperature: Temperature = None,
+    sampling_seed: SamplingSeed = None,
     max_tokens: MaxTokens = None,
     hints: Hints = True,
     constrain: Constrain = True,

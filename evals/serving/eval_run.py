@@ -48,6 +48,7 @@ class EvalArgs:
     timeout: float
     max_retries: int
     temperature: float | None
+    sampling_seed: int | None
     max_tokens: int | None
     hints: bool
     constrain: bool
@@ -128,6 +129,7 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
             "--timeout": args.timeout,
             "--max-retries": args.max_retries,
             "--temperature": args.temperature,
+            "--sampling-seed": args.sampling_seed,
             "--max-tokens": args.max_tokens,
         }
     )
@@ -139,6 +141,10 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
         raise InputError("--resume needs --out (the run directory to finish)")
     if args.api not in ("openai", "anthropic"):
         raise InputError(f"--api must be 'openai' or 'anthropic', not {args.api!r}")
+    if args.sampling_seed is not None and not args.model:
+        raise InputError("--sampling-seed needs --model (policies draw from the episode seed)")
+    if args.sampling_seed is not None and args.api == "anthropic":
+        raise InputError("--sampling-seed: the Anthropic Messages API takes no seed")
     if args.api_key_var is None:
         args.api_key_var = "ANTHROPIC_API_KEY" if args.api == "anthropic" else "OPENAI_API_KEY"
     names = [args.model] if args.model else (split_list(args.policy) or list(policies.BUILTIN))
@@ -211,6 +217,7 @@ def _model_spec(args: EvalArgs) -> tuple[ModelSpec, LocalModelServer | None]:
         label=label,
         api=args.api,  # type: ignore[arg-type]
         prompt_cache=args.prompt_cache,
+        sampling_seed=args.sampling_seed,
     )
     try:
         api_key(spec)
@@ -240,6 +247,7 @@ def _arguments(
         "api": args.api if model else None,
         "prompt_cache": (DEFAULT_STRATEGY if spec.uses_tiers else "off") if spec else None,
         "concurrency": args.concurrency if model else None,
+        "sampling_seed": args.sampling_seed,
         "history_turns": args.history_turns,
         "constrain": args.constrain if local_server is not None else None,
         "scenarios": tiers,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anthropic
+import numpy as np
 import openai
 from openai import AsyncOpenAI
 
@@ -65,6 +66,11 @@ class ModelSpec:
     prompt_cache: bool | None = None
     """Stability-tier breakpoints: None = where the endpoint supports explicit caching
     (Anthropic, or an OpenAI-compatible host in CACHE_CONTROL_HOSTS); True/False forces."""
+    sampling_seed: int | None = None
+    """Send a `seed` with every request, drawn from (sampling_seed, episode seed): each rollout
+    of a task samples afresh under a new sampling seed (a local llama.cpp server otherwise
+    replays the same samples after every restart), and the same seed reproduces it where the
+    endpoint honours seeds. OpenAI API only (the Messages API has no seed)."""
 
     @property
     def agent(self) -> str:
@@ -119,13 +125,23 @@ def episode_planner(spec: ModelSpec) -> Planner:
     )
 
 
-def episode_chat(client: Any, spec: ModelSpec) -> ChatFn:
-    """A chat function for one episode (the planner is per episode)."""
+def episode_chat(client: Any, spec: ModelSpec, episode_seed: int = 0) -> ChatFn:
+    """A chat function for one episode (the planner and the request seeds are per episode)."""
     if spec.api == "anthropic":
         return anthropic_chat(client, spec.name, episode_planner(spec), spec.sampling)
+    seeds = request_seeds(spec.sampling_seed, episode_seed)
     if spec.uses_tiers:
-        return openai_cached_chat(client, spec.name, episode_planner(spec), spec.sampling)
-    return openai_chat(client, spec.name, spec.sampling)
+        return openai_cached_chat(client, spec.name, episode_planner(spec), spec.sampling, seeds)
+    return openai_chat(client, spec.name, spec.sampling, request_seed=seeds)
+
+
+def request_seeds(sampling_seed: int | None, episode_seed: int) -> Callable[[], int] | None:
+    """The `seed` of each successive request of one episode (None: send none): a stream of
+    31-bit integers from a generator seeded with (sampling_seed, episode_seed)."""
+    if sampling_seed is None:
+        return None
+    rng = np.random.default_rng([sampling_seed, episode_seed])
+    return lambda: int(rng.integers(0, 2**31 - 1))
 
 
 async def run_model_episode(
@@ -172,6 +188,7 @@ async def run_model_episode(
         "api": spec.api,
         "prompt_cache": DEFAULT_STRATEGY if spec.uses_tiers else "off",
         "history_turns": spec.history_turns,
+        "sampling_seed": spec.sampling_seed,
         "tools": TOOLS,
         "messages": transcript.messages,
         "usage": transcript.usage.as_dict(),
@@ -191,7 +208,8 @@ async def run_model_jobs(
 
     async def one(job: EpisodeJob) -> None:
         async with gate:
-            result, transcript = await run_model_episode(job, spec, episode_chat(client, spec))
+            chat = episode_chat(client, spec, job.seed)
+            result, transcript = await run_model_episode(job, spec, chat)
         on_result(result, transcript)
 
     try:
