@@ -27,7 +27,7 @@ from typing import Any
 
 from rich.table import Column, Table
 
-HERE = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).resolve().parent / "speed_probe.py"
 
 TARGETS: tuple[tuple[str, str, float], ...] = (
