@@ -146,7 +146,7 @@ def test_registration_spaces_and_make_vector_env():
 
 def test_episode_seed_per_sub_env_and_argument_checks():
     """`options["seed"]` as one episode seed per sub-env plays exactly those episodes (e.g.
-    evaluation seeds); bad arguments fail loudly."""
+    evaluation seeds), `options["trace"]` replays trace windows; bad arguments fail loudly."""
     vec = ServingTurnsVectorEnv(3, scenario="flash-crowd")
     obs, info = vec.reset(options={"seed": [0, 1, 2]})
     assert list(info["episode_seed"]) == [0, 1, 2]
@@ -154,13 +154,24 @@ def test_episode_seed_per_sub_env_and_argument_checks():
         single, _ = ServingTurnsEnv(scenario="flash-crowd").reset(options={"seed": i})
         for key in single:
             np.testing.assert_array_equal(obs[key][i], single[key])
+    vec.close()
+    vec = ServingTurnsVectorEnv(2, scenario="flash-crowd", workers=1)  # the trace loads there
+    obs, info = vec.reset(options={"trace": "mooncake-conversation", "seed": [4, 5]})
+    assert list(info["scenario"]) == ["trace:mooncake-conversation"] * 2
+    single = ServingTurnsEnv(scenario="flash-crowd", trace="mooncake-conversation")
+    for i in range(2):
+        expected, _ = single.reset(options={"seed": 4 + i})
+        for key in expected:
+            np.testing.assert_array_equal(obs[key][i], expected[key])
     with pytest.raises(ValueError, match="actions"):
-        vec.step(np.zeros((2, vec.max_slots), dtype=np.int64))
+        vec.step(np.zeros((3, vec.max_slots), dtype=np.int64))
     with pytest.raises(ValueError, match="unknown reset options"):
         vec.reset(options={"level": "hard"})
-    with pytest.raises(ValueError, match="3 seeds"):
-        vec.reset(seed=[1, 2])
+    with pytest.raises(ValueError, match="2 seeds"):
+        vec.reset(seed=[1, 2, 3])
     vec.close()
+    with pytest.raises(ValueError, match="rubric component"):
+        ServingTurnsVectorEnv(2, weights={"throughput": 2.0})
     with pytest.raises(RuntimeError, match="reset"):
         ServingTurnsVectorEnv(2).step(np.zeros((2, 128), dtype=np.int64))
     disabled = ServingTurnsVectorEnv(2, steps=1, autoreset_mode="Disabled")

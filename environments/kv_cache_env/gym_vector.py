@@ -63,7 +63,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, create_empty_array
 
-from rubrics import episode_metrics, score
+from rubrics import episode_metrics, resolve_weights, score
 
 from .episodes import EpisodeSpec
 from .features import MAX_SLOTS, global_features, slot_features
@@ -145,7 +145,8 @@ class ServingTurnsVectorEnv(VectorEnv):
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        # one scalar env checks the arguments and defines the single spaces, exactly
+        resolve_weights(weights)  # a bad component name fails here, not in a worker
+        # one scalar env checks the other arguments and defines the single spaces, exactly
         single = ServingTurnsEnv(
             scenario, trace, steps, reward, weights, max_slots, seed_range=seed_range
         )
