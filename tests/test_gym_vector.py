@@ -1,8 +1,8 @@
 """The batched vector env (`kv_cache_env.gym_vector`): step for step equal to separate
 `ServingTurnsEnv` copies behind Gymnasium's `SyncVectorEnv` (observations, rewards,
 terminations, truncations, infos, in every autoreset mode and both reward modes), the same with
-worker processes as in-process, Gymnasium's own environment-match check, its registration and
-its options."""
+worker processes as in-process, Gymnasium's own environment-match check and vector wrappers,
+its registration and its options."""
 
 import gymnasium
 import numpy as np
@@ -11,6 +11,7 @@ from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.utils.env_match import check_environments_match
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import batch_space
+from gymnasium.wrappers.vector import FlattenObservation, RecordEpisodeStatistics
 
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.gym import ENV_ID, TURNS_ENV_ID, ServingTurnsEnv, make_vector_env
@@ -118,6 +119,26 @@ def test_gymnasiums_environment_match_check():
     check_environments_match(
         _copies(1, **kwargs), ServingTurnsVectorEnv(1, workers=1, **kwargs), num_steps=8, seed=2
     )
+
+
+def test_gymnasiums_vector_wrappers_accept_it():
+    """RecordEpisodeStatistics (which reads `metadata["autoreset_mode"]`) counts each episode's
+    return and length across an autoreset; FlattenObservation flattens the batched Dict."""
+    envs = RecordEpisodeStatistics(ServingTurnsVectorEnv(2, scenario="easy", steps=2))
+    envs.reset(seed=0)
+    ended = 0
+    for _ in range(5):
+        _, reward, terminated, _, info = envs.step(np.zeros((2, 128), dtype=np.int64))
+        if terminated.any():
+            ended += 1
+            np.testing.assert_array_equal(info["episode"]["r"], reward)
+            np.testing.assert_array_equal(info["episode"]["l"], [2, 2])
+    assert ended == 2
+    envs.close()
+    flat = FlattenObservation(ServingTurnsVectorEnv(2, steps=2))
+    obs, _ = flat.reset(seed=1)
+    assert obs.shape == flat.observation_space.shape == (2, 128 * 31 + 18 + 128 * 4)
+    flat.close()
 
 
 def test_registration_spaces_and_make_vector_env():
