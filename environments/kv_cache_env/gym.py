@@ -56,7 +56,10 @@ The same episodes, observation and rewards with one step per turn: the action is
 `MultiDiscrete([4] * max_slots)` (per row: 0 keep, 1 `evict`, 2 `compress`, 3 `swap`, applied
 in row order, then the engine steps) and `action_mask` is `(max_slots, 4)`; see
 `ServingTurnsEnv`. Every episode is then exactly `steps` (15) steps long, which suits batched
-rollouts.
+rollouts. Its batched vector env (`kv_cache_env.gym_vector.ServingTurnsVectorEnv`, the
+registered `vector_entry_point`: `gymnasium.make_vec(TURNS_ENV_ID, num_envs=n,
+vectorization_mode="vector_entry_point", workers=2)`) plays the episodes on one
+`VectorSimulator`, equal step for step to `n` copies behind `SyncVectorEnv`.
 
 ## Rewards
 - `reward="sparse"` (default, like the LLM environment): 0 on every step, and on the terminal
@@ -340,11 +343,7 @@ class ServingTurnsEnv(ServingEnv):
         return self._mask.astype(bool).ravel()
 
     def _mask_for(self, obs: Observation) -> np.ndarray:
-        flat = action_mask(obs, self.max_slots)
-        mask = np.zeros((self.max_slots, 1 + len(TOOLS)), dtype=np.int8)
-        mask[:, 0] = 1
-        mask[:, 1:] = flat[1:].reshape(len(TOOLS), self.max_slots).T
-        return mask
+        return turns_action_mask(obs, self.max_slots)
 
 
 def action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
@@ -360,23 +359,46 @@ def action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
     return mask
 
 
+def turns_action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
+    """int8 `(max_slots, 4)` mask of `ServingTurnsEnv`: per row, keep (always) and what
+    `Simulator.apply` accepts now for `evict`, `compress`, `swap`."""
+    flat = action_mask(obs, max_slots)
+    mask = np.zeros((max_slots, 1 + len(TOOLS)), dtype=np.int8)
+    mask[:, 0] = 1
+    mask[:, 1:] = flat[1:].reshape(len(TOOLS), max_slots).T
+    return mask
+
+
 def make_vector_env(
     num_envs: int,
     *,
-    mode: Literal["sync", "async"] = "sync",
+    mode: Literal["sync", "async", "batched"] = "sync",
     env_id: str = ENV_ID,
     **kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
     """`num_envs` copies of `env_id` (keyword arguments as for `ServingEnv`) behind Gymnasium's
     vector API; `reset(seed=s)` seeds copy i with s + i. `mode="async"` runs each copy in its
-    own process."""
+    own process. `mode="batched"` (`kvcache/ServingTurns-v0` only) is the batched vector env
+    `kv_cache_env.gym_vector.ServingTurnsVectorEnv` over `VectorSimulator`: the same episodes,
+    step for step, with features computed in `workers` processes (a keyword argument, default
+    0: in this process)."""
+    if mode == "batched":
+        if env_id != TURNS_ENV_ID:
+            raise ValueError(f"mode='batched' needs env_id={TURNS_ENV_ID!r}, got {env_id!r}")
+        return gymnasium.make_vec(
+            env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
+        )
     return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **kwargs)
 
 
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(id=ENV_ID, entry_point="kv_cache_env.gym:ServingEnv")
 if TURNS_ENV_ID not in gymnasium.registry:
-    gymnasium.register(id=TURNS_ENV_ID, entry_point="kv_cache_env.gym:ServingTurnsEnv")
+    gymnasium.register(
+        id=TURNS_ENV_ID,
+        entry_point="kv_cache_env.gym:ServingTurnsEnv",
+        vector_entry_point="kv_cache_env.gym_vector:ServingTurnsVectorEnv",
+    )
 
 __all__ = [
     "ENV_ID",
@@ -386,4 +408,5 @@ __all__ = [
     "ServingTurnsEnv",
     "action_mask",
     "make_vector_env",
+    "turns_action_mask",
 ]

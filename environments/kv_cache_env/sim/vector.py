@@ -65,7 +65,8 @@ class VectorStep:
     """What one episode's turn produced."""
 
     observation: Any
-    """`observe(sim)` for the next turn; None once the episode is done."""
+    """`observe(sim)` for the next turn; None once the episode is done (with `observe_done`,
+    the turn that ends it carries `observe(sim)` of the final state, after the drain)."""
     stats: StepStats | None
     """The engine step's figures; None when the episode was already done before this call."""
     results: tuple[ActionResult, ...]
@@ -85,11 +86,14 @@ class VectorSimulator:
         workers: int = 0,
         observe: Observe | None = default_observe,
         mp_context: str | None = None,
+        observe_done: bool = False,
     ) -> None:
         """`workers`: worker processes (0: step in this process; at most one per episode).
         `observe`: what each turn returns per episode (default `Simulator.observe()`; pass a
         picklable module-level function to send compact features instead, or None for none).
-        `mp_context`: multiprocessing start method (default: the platform's)."""
+        `mp_context`: multiprocessing start method (default: the platform's).
+        `observe_done`: also observe each episode on the turn that ends it (the state after the
+        drain: a Gymnasium env's terminal observation) instead of returning None there."""
         if not episodes:
             raise ValueError("a VectorSimulator needs at least one episode")
         if workers < 0:
@@ -106,7 +110,7 @@ class VectorSimulator:
         self._pipes: list[Connection] = []
         self._processes: list[Any] = []
         if count == 0:
-            self._local = _Slice(self.episodes, observe)
+            self._local = _Slice(self.episodes, observe, observe_done)
             return
         import multiprocessing  # here, not at the top: every `import kv_cache_env` pays for it
 
@@ -114,7 +118,9 @@ class VectorSimulator:
         for part in self._slices:
             parent, child = context.Pipe()
             process = context.Process(
-                target=_worker, args=(child, self.episodes[part], observe), daemon=True
+                target=_worker,
+                args=(child, self.episodes[part], observe, observe_done),
+                daemon=True,
             )
             process.start()
             child.close()
@@ -234,9 +240,12 @@ class VectorSimulator:
 class _Slice:
     """The episodes one worker owns, and the commands it answers."""
 
-    def __init__(self, episodes: list[EpisodeSpecLike], observe: Observe | None) -> None:
+    def __init__(
+        self, episodes: list[EpisodeSpecLike], observe: Observe | None, observe_done: bool = False
+    ) -> None:
         self.episodes = episodes
         self.observe = observe
+        self.observe_done = observe_done
         self.sims: list[Simulator] = []
         self.records: list[EpisodeRecord | None] = []
 
@@ -262,8 +271,10 @@ class _Slice:
             return [rec or sim.record() for sim, rec in zip(self.sims, self.records, strict=True)]
         raise ValueError(f"unknown command {command!r}")
 
-    def _look(self, sim: Simulator) -> Any:
-        return None if self.observe is None or sim.done else self.observe(sim)
+    def _look(self, sim: Simulator, ending: bool = False) -> Any:
+        if self.observe is None or (sim.done and not (ending and self.observe_done)):
+            return None
+        return self.observe(sim)
 
     def _turn(self, i: int, actions: list[Action]) -> VectorStep:
         sim = self.sims[i]
@@ -275,7 +286,7 @@ class _Slice:
         stats = sim.step()
         if sim.done:
             self.records[i] = sim.record()
-        return VectorStep(self._look(sim), stats, results, sim.done, self.records[i])
+        return VectorStep(self._look(sim, ending=True), stats, results, sim.done, self.records[i])
 
 
 def build(spec: EpisodeSpecLike) -> Simulator:
@@ -300,8 +311,13 @@ def _play(sim: Simulator, agent: Agent) -> EpisodeRecord:
     return sim.record()
 
 
-def _worker(conn: Connection, episodes: list[EpisodeSpecLike], observe: Observe | None) -> None:
-    part = _Slice(episodes, observe)
+def _worker(
+    conn: Connection,
+    episodes: list[EpisodeSpecLike],
+    observe: Observe | None,
+    observe_done: bool = False,
+) -> None:
+    part = _Slice(episodes, observe, observe_done)
     while True:
         try:
             command, payload = conn.recv()
