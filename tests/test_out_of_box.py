@@ -10,22 +10,22 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-IGNORED = shutil.ignore_patterns(
-    ".git",
-    ".venv",
-    "runs",
-    "report",
-    "dist",
-    "__pycache__",
-    "*.egg-info",
-    ".*_cache",
-    ".hypothesis",
+_ANYWHERE = shutil.ignore_patterns(
+    ".git", ".venv", "__pycache__", "*.egg-info", ".*_cache", ".hypothesis"
 )
+_TOP_LEVEL = {"runs", "report", "dist"}  # output folders, as .gitignore anchors them (/report/)
+
+
+def _ignored(folder: str, names: list[str]) -> set[str]:
+    """What the copy leaves out: caches anywhere, run outputs only at the top (evals/report/ is
+    code)."""
+    top = Path(folder).resolve() == ROOT
+    return set(_ANYWHERE(folder, names)) | ({n for n in names if n in _TOP_LEVEL} if top else set())
 
 
 def _copy_checkout(tmp_path: Path) -> Path:
     clone = tmp_path / "elsewhere" / "kvcache-arena"
-    shutil.copytree(ROOT, clone, ignore=IGNORED)
+    shutil.copytree(ROOT, clone, ignore=_ignored)
     assert not (clone.parent / "shared").exists()
     return clone
 
