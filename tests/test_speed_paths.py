@@ -66,3 +66,14 @@ def test_observed_frees_and_order_match_the_engine(name):
                     make_action(("evict", "compress", "swap")[int(rng.integers(0, 3))], target)
                 )
         sim.step()
+
+
+def test_a_sequence_copy_copies_every_field():
+    """`Sequence.copy` sets the fields one by one: a field added later must be added there."""
+    seq = next(iter(Simulator(get_scenario("agent-tools"), 5).engine.sequences.values()))
+    for name in type(seq).__slots__:
+        setattr(seq, name, object())  # a distinct marker in every field
+    copy = seq.copy()
+    assert copy is not seq
+    for name in type(seq).__slots__:
+        assert getattr(copy, name) is getattr(seq, name), name
