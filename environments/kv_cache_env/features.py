@@ -27,6 +27,7 @@ from .sim import (
     Phase,
     Quantization,
 )
+from .sim.observation import Table
 
 MAX_SLOTS = 128
 LOW, HIGH = -4.0, 8.0
@@ -87,8 +88,11 @@ GLOBAL = {name: i for i, name in enumerate(GLOBAL_FEATURES)}
 def growth_blocks(obs: Observation) -> int:
     """Blocks the decoding sequences take next step (an upper estimate, one block rounding up
     per sequence)."""
+    entries = obs.entries
+    if isinstance(entries, Table) and not entries.built:
+        return entries.decode_growth()  # the same sum, without building the table
     total = 0
-    for e in obs.entries:
+    for e in entries:
         if e.paused or e.swapped or e.phase is Phase.PREFILL:
             continue
         per_block = obs.block_size * e.quantization.packing
