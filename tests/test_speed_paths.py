@@ -1,12 +1,17 @@
 """The engine's speed and memory tricks change no result: each is checked against the plain path."""
 
+import dataclasses
+import pickle
+
 import numpy as np
 import pytest
 
 from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.features import growth_blocks
 from kv_cache_env.sim import Simulator, get_scenario, make_action, run_reference
 from kv_cache_env.sim import simulator as simulator_module
 from kv_cache_env.sim.block_pool import BlockPool
+from kv_cache_env.sim.observation import Table, build_observation
 
 
 def _episodes():
@@ -66,3 +71,46 @@ def test_observed_frees_and_order_match_the_engine(name):
                     make_action(("evict", "compress", "swap")[int(rng.integers(0, 3))], target)
                 )
         sim.step()
+
+
+def test_a_sequence_copy_copies_every_field():
+    """`Sequence.copy` sets the fields one by one: a field added later must be added there."""
+    seq = next(iter(Simulator(get_scenario("agent-tools"), 5).engine.sequences.values()))
+    for name in type(seq).__slots__:
+        setattr(seq, name, object())  # a distinct marker in every field
+    copy = seq.copy()
+    assert copy is not seq
+    for name in type(seq).__slots__:
+        assert getattr(copy, name) is getattr(seq, name), name
+
+
+@pytest.mark.parametrize("name", ["hard", "agent-tools"])
+def test_a_lazy_table_is_the_eager_one(name):
+    """Without hints the entries are a lazy `Table`: equal, printed and pickled as the eager
+    tuple, with the same decode growth unbuilt, and an observation held across actions and
+    steps keeps showing the state it was taken in."""
+    sim = Simulator(get_scenario(name), 3)
+    rng = np.random.default_rng(3)
+    held = []
+    while not sim.done:
+        eager = build_observation(
+            sim.engine, turn=sim.turn, turns=sim.scenario.steps, warmup=sim.scenario.warmup_steps
+        )
+        unread = sim.observe(hints=False)
+        assert isinstance(unread.entries, Table) and not unread.entries.built
+        assert growth_blocks(unread) == growth_blocks(eager)
+        assert not unread.entries.built
+        lazy = sim.observe(hints=False)
+        assert lazy.entries == eager.entries and repr(lazy.entries) == repr(eager.entries)
+        assert pickle.loads(pickle.dumps(lazy)) == lazy
+        assert lazy == dataclasses.replace(eager, candidates=None)
+        held.append((sim.observe(hints=False), eager.entries))  # read only after the episode
+        for _ in range(int(rng.integers(0, 3))):
+            if eager.entries:
+                target = eager.entries[int(rng.integers(0, len(eager.entries)))].seq_id
+                sim.apply(
+                    make_action(("evict", "compress", "swap")[int(rng.integers(0, 3))], target)
+                )
+        sim.step()
+    for obs, entries in held:
+        assert obs.entries == entries

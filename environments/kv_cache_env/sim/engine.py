@@ -377,6 +377,7 @@ class Engine:
         pool = self.pool
         quality = self._quality
         per_block_of = self._per_block
+        base_level = self.base_level
         running_status = Status.RUNNING
         tokens = 0
         effective = 0.0
@@ -431,7 +432,10 @@ class Engine:
             seq.generated = generated + n
             seq.last_access_step = t
             tokens += n
-            effective += n * quality[level, request.block_type]
+            if level is base_level:
+                effective += n  # quality 1.0 at the base precision: n * 1.0 == n, no lookup
+            else:
+                effective += n * quality[level, request.block_type]
             active += seq.gpu_blocks
         tally.tokens += tokens
         tally.effective += effective
@@ -651,7 +655,7 @@ class Engine:
         clone.cpu_capacity = self.cpu_capacity
         clone.cpu_used = self.cpu_used
         clone.t = self.t
-        copies = {id(s): _copy_sequence(s) for s in (*self.running, *self.paused, *self.waiting)}
+        copies = {id(s): s.copy() for s in (*self.running, *self.paused, *self.waiting)}
         clone.running = [copies[id(s)] for s in self.running]
         clone.paused = [copies[id(s)] for s in self.paused]
         clone.waiting = deque(copies[id(s)] for s in self.waiting)
@@ -710,32 +714,6 @@ class Engine:
 
 _BETWEEN_CALLS = (Status.PAUSED, Status.SWAPPED, Status.DISCARDED)
 _DONE = (Status.FINISHED, Status.FAILED)
-
-
-def _copy_sequence(seq: Sequence) -> Sequence:
-    return Sequence(
-        request=seq.request,
-        private_prompt=seq.private_prompt,
-        wait_since=seq.wait_since,
-        not_before=seq.not_before,
-        status=seq.status,
-        quantization_level=seq.quantization_level,
-        generated=seq.generated,
-        prefill_remaining=seq.prefill_remaining,
-        gpu_blocks=seq.gpu_blocks,
-        cpu_blocks=seq.cpu_blocks,
-        prefix_held=seq.prefix_held,
-        last_access_step=seq.last_access_step,
-        hotness=seq.hotness,
-        admitted_order=seq.admitted_order,
-        preemptions=seq.preemptions,
-        prefix_tokens=seq.prefix_tokens,
-        call=seq.call,
-        call_end=seq.call_end,
-        resume_step=seq.resume_step,
-        paused_since=seq.paused_since,
-        first_token_by=seq.first_token_by,
-    )
 
 
 __all__ = ["Engine", "Eviction", "Request", "StepStats"]

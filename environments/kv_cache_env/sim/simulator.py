@@ -23,6 +23,7 @@ cache pays for itself in the drain. The reference engine runs through the same d
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,7 @@ import numpy as np
 from .actions import Action, ActionResult
 from .engine import Engine, StepStats
 from .events import Subscriber
-from .observation import Observation, build_observation
+from .observation import Observation, Table, build_observation
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
 from .scenario import Scenario
 from .sequence import Sequence
@@ -131,6 +132,8 @@ class Simulator:
         self._calls_this_turn = 0
         self._calls_per_turn: list[int] = []
         self._counts = {"evict": 0, "compress": 0, "swap": 0, "noop": 0, "invalid": 0}
+        self._tables: list[weakref.ref[Table]] = []
+        """Lazy entry tables handed out since the last change (see `observe`)."""
 
     # --- driving -----------------------------------------------------------------------------
     @property
@@ -142,18 +145,34 @@ class Simulator:
         return self.engine.pool.num_blocks
 
     def observe(self, *, hints: bool = True) -> Observation:
-        return build_observation(
+        """The agent's view of this turn. Without hints its entries are a lazy `Table`, built
+        only if read (or if the observation is still held when the state next changes)."""
+        obs = build_observation(
             self.engine,
             turn=self.turn,
             turns=self.scenario.steps,
             warmup=self.scenario.warmup_steps,
             hints=hints,
+            lazy=not hints,
         )
+        if isinstance(obs.entries, Table):
+            self._tables.append(weakref.ref(obs.entries))
+        return obs
+
+    def _settle(self) -> None:
+        """Build the lazy tables still held before the state changes (`Table`)."""
+        for ref in self._tables:
+            table = ref()
+            if table is not None:
+                table.rows()
+        self._tables.clear()
 
     def apply(self, action: Action) -> ActionResult:
         """Validate and carry out one action. Invalid ones change nothing and are counted."""
         if self.done:
             raise RuntimeError("the episode is over; no more actions")
+        if self._tables:
+            self._settle()
         self._calls_this_turn += 1
         result = self._apply(action)
         self._counts[action.kind if result.ok else "invalid"] += 1
@@ -172,6 +191,8 @@ class Simulator:
         """End the turn: advance the engine one step."""
         if self.done:
             raise RuntimeError("the episode is over; no more steps")
+        if self._tables:
+            self._settle()
         stats = self.engine.step()
         self._stats.append(stats)
         self._calls_per_turn.append(self._calls_this_turn)
@@ -352,6 +373,7 @@ class Simulator:
         clone._calls_this_turn = self._calls_this_turn
         clone._calls_per_turn = list(self._calls_per_turn)
         clone._counts = dict(self._counts)
+        clone._tables = []  # the tables handed out describe (and are settled by) this one
         return clone
 
     def check_invariants(self) -> None:

@@ -119,31 +119,43 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
     # on the session parameters.
     sessions = draw_sessions(scenario, [types[int(k)] for k in type_index], rng)
 
+    # The draws are read as Python numbers (`tolist`: the same int64 and float64 values)
+    # instead of numpy scalars, whose indexing and arithmetic cost ~10x more per request.
+    step_of = steps.tolist()
+    type_of = type_index.tolist()
+    prefix_of = prefix_choice.tolist()
+    uses_prefix_of = uses_prefix.tolist()
+    normal_pairs = normals.tolist()
+    uniform_of = uniforms.tolist()
+    rate_of = decode_rates.tolist()
+    block_size = scenario.block_size
+    max_prompt = scenario.max_prompt_tokens
     requests = []
     for i in range(total):
-        block_type = types[int(type_index[i])]
+        block_type = types[type_of[i]]
         profile = scenario.profile(block_type)
-        private_prompt = _lognormal(profile.prompt_median, profile.prompt_sigma, normals[i, 0])
-        private_prompt = min(private_prompt, scenario.max_prompt_tokens)
-        output = _lognormal(profile.output_median, profile.output_sigma, normals[i, 1])
+        prompt_normal, output_normal = normal_pairs[i]
+        private_prompt = _lognormal(profile.prompt_median, profile.prompt_sigma, prompt_normal)
+        private_prompt = min(private_prompt, max_prompt)
+        output = _lognormal(profile.output_median, profile.output_sigma, output_normal)
         lo, hi = profile.priority
-        priority = round(lo + (hi - lo) * float(uniforms[i]), 2)
+        priority = round(lo + (hi - lo) * uniform_of[i], 2)
         hashes: tuple[int, ...] = ()
         prefix_id = None
-        if prefixes and (uses_prefix[i] or block_type is BlockType.SYSTEM):
-            k = int(prefix_choice[i])
+        if prefixes and (uses_prefix_of[i] or block_type is BlockType.SYSTEM):
+            k = prefix_of[i]
             hashes = prefixes[k]
             prefix_id = f"p{k}"
-        prompt = private_prompt + len(hashes) * scenario.block_size
+        prompt = private_prompt + len(hashes) * block_size
         requests.append(
             Request(
                 seq_id=f"r{i}",
-                arrival_step=int(steps[i]),
+                arrival_step=step_of[i],
                 block_type=block_type,
                 priority=priority,
                 prompt_tokens=prompt,
                 output_tokens=output,
-                decode_rate=int(decode_rates[i]),
+                decode_rate=rate_of[i],
                 prefix_hashes=hashes,
                 shared_prefix_id=prefix_id,
                 reasoning_tokens=int(output * profile.reasoning_fraction),
@@ -161,15 +173,15 @@ def draw_sessions(
     one kind drawn from `pause_mix`, with a uniform number of further calls."""
     n = len(block_types)
     session_p = dict(scenario.session_probability)
-    draw = rng.random(n)
+    draw = rng.random(n).tolist()  # Python numbers: see `synthesize`
     kinds = [k for k, _ in scenario.pause_mix]
     kind_weights = np.array([w for _, w in scenario.pause_mix], dtype=float)
-    kind_index = rng.choice(len(kinds), size=n, p=kind_weights / kind_weights.sum())
-    counts = rng.integers(scenario.followups[0], scenario.followups[1] + 1, size=n)
+    kind_index = rng.choice(len(kinds), size=n, p=kind_weights / kind_weights.sum()).tolist()
+    counts = rng.integers(scenario.followups[0], scenario.followups[1] + 1, size=n).tolist()
     out: dict[int, tuple[FollowUp, ...]] = {}
     for i, block_type in enumerate(block_types):
         if draw[i] < session_p.get(block_type, 0.0):
-            out[i] = draw_followups(scenario, kinds[int(kind_index[i])], int(counts[i]), rng)
+            out[i] = draw_followups(scenario, kinds[kind_index[i]], counts[i], rng)
     return out
 
 
@@ -180,14 +192,18 @@ def draw_followups(
     scenario's range for the kind, new prompt and output lengths log-normal (`PAUSES`)."""
     profile = PAUSES[kind]
     lo, hi = scenario.pause_range(kind)
-    seconds = rng.integers(lo, hi + 1, size=count)
-    normals = rng.standard_normal((count, 2))
+    seconds = rng.integers(lo, hi + 1, size=count).tolist()
+    # `2 * count` normals are the same draws as a (count, 2) array (filled in C order) without
+    # numpy's shape handling, which cost more than the draw itself (~15 us per session).
+    normals = rng.standard_normal(2 * count).tolist()
     return tuple(
         FollowUp(
             pause=kind,
             pause_steps=scenario.pause_steps(float(seconds[j])),
-            prompt_tokens=_lognormal(profile.prompt_median, profile.prompt_sigma, normals[j, 0]),
-            output_tokens=_lognormal(profile.output_median, profile.output_sigma, normals[j, 1]),
+            prompt_tokens=_lognormal(profile.prompt_median, profile.prompt_sigma, normals[2 * j]),
+            output_tokens=_lognormal(
+                profile.output_median, profile.output_sigma, normals[2 * j + 1]
+            ),
         )
         for j in range(count)
     )
