@@ -10,6 +10,7 @@ import typer
 
 from .console import console
 from .edge import InputError
+from .options import Constrain
 
 Port = Annotated[int, typer.Option(min=0, max=65535)]
 
@@ -53,13 +54,7 @@ def serve_policy_command(
 def serve_model_command(
     model: Annotated[str, typer.Argument(help="local:smollm2 or local:/path/model.gguf")],
     port: Port = 8000,
-    constrain: Annotated[
-        bool,
-        typer.Option(
-            help="local: models: replies to the tools are tool calls by constrained decoding "
-            "(--no-constrain: free text, as llama.cpp's chatml-function-calling gives it)."
-        ),
-    ] = True,
+    constrain: Constrain = True,
 ) -> None:
     """Serve a local GGUF model as an OpenAI-compatible endpoint with tool calls (loopback)."""
     from .local_model import LocalModelError, LocalModelServer, start_local

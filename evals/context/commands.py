@@ -10,6 +10,7 @@ import typer
 
 from ..common.console import split_list
 from ..common.edge import InputError, check_options, parse_weights
+from ..common.options import Episodes, Out
 
 Policy = Annotated[
     list[str] | None,
@@ -25,7 +26,6 @@ Level = Annotated[
     list[str] | None,
     typer.Option("--level", "-l", help="Levels, comma-separated (default: easy,medium,hard)."),
 ]
-Episodes = Annotated[int, typer.Option("--episodes", "-n", min=1)]
 Seed = Annotated[int, typer.Option(help="Episode i uses seed + i.")]
 Reader = Annotated[
     str | None,
@@ -43,7 +43,6 @@ MaxTokens = Annotated[
     int | None,
     typer.Option(min=1, help="Cap on each agent reply (default 512; 192 for local: models)."),
 ]
-Out = Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")]
 Weights = Annotated[
     str | None,
     typer.Option(help="Context rubric weight overrides as JSON, e.g. '{\"oom_penalty\": 1}'."),

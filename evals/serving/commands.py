@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -14,15 +13,8 @@ from rich.table import Table
 
 from ..common.console import console, out_console, progress
 from ..common.edge import InputError
+from ..common.options import CPUS, Constrain, Episodes, Out, Workers
 
-_CONSTRAIN_HELP = (
-    "local: models: replies to the tools are tool calls by constrained decoding "
-    "(--no-constrain: free text, as llama.cpp's chatml-function-calling gives it)."
-)
-Constrain = Annotated[bool, typer.Option(help=_CONSTRAIN_HELP)]
-Workers = Annotated[int, typer.Option("--workers", "-j", min=1)]
-CPUS = os.cpu_count() or 1
-"""`--workers`' default: every core."""
 Policy = Annotated[
     list[str] | None,
     typer.Option("--policy", "-p", help="Policies, comma-separated (default: built-ins)."),
@@ -91,12 +83,10 @@ Trace = Annotated[
     ),
 ]
 Full = Annotated[bool, typer.Option(help="With --trace: replay the whole trace.")]
-Episodes = Annotated[int, typer.Option("--episodes", "-n", min=1)]
 Seed = Annotated[
     int, typer.Option(help="Episode i uses seed + i (evaluation seeds start at 0; see README).")
 ]
 Steps = Annotated[int | None, typer.Option(min=1, help="Turns per episode.")]
-Out = Annotated[Path | None, typer.Option("--out", "-o", help="Output directory.")]
 Resume = Annotated[
     bool, typer.Option(help="Keep the ok episodes already in --out and run the rest.")
 ]
