@@ -5,7 +5,7 @@ The scalar side is played here with `Simulator` directly (not through the batche
 import numpy as np
 import pytest
 
-from evals.serving.policies import create, decide
+from evals.serving.policies import create
 from evals.serving.runner import PolicyAgent, run_policy_episode
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.sim import Simulator, VectorSimulator, get_scenario, make_action
@@ -80,17 +80,8 @@ def test_trace_episode_specs_are_built_in_the_worker():
     spec = EpisodeSpec("medium", 2, trace="azure-conv-2023", steps=12)
     with VectorSimulator([spec], workers=1) as vec:
         (record,) = vec.play(PolicyAgent("trtllm"))
-    sim = spec.simulator()
-    policy = create("trtllm")
-    policy.reset(2)
-    while not sim.done:
-        actions = decide(policy, sim)
-        if not actions:
-            sim.count_implicit_noop()
-        for action in actions:
-            sim.apply(action)
-        sim.step()
-    assert record == sim.record()
+    scenario, schedule = spec.resolve()
+    assert record == run_policy_episode(create("trtllm"), scenario, 2, schedule=schedule)
 
 
 def test_misuse_is_refused():

@@ -42,7 +42,9 @@ def _policies() -> Any:
     return policies
 
 
-def _play(sim: Any, policy: Any, decide: Any, render_text: Any = None) -> None:
+def _play(sim: Any, policy: Any, decide: Any, render_text: Any = None) -> Any:
+    """Play `sim` to the end under `policy` (as `evals.serving.runner.run_policy_episode`, which
+    older trees lack); returns the record."""
     while not sim.done:
         if render_text is not None:
             render_text(sim.observe())
@@ -52,13 +54,14 @@ def _play(sim: Any, policy: Any, decide: Any, render_text: Any = None) -> None:
         for action in actions:
             sim.apply(action)
         sim.step()
-    sim.record()
+    return sim.record()
 
 
 def hard(seed: int, episodes: int) -> dict[str, Any]:
     """`hard`: turns/s excluding the reset under lru, noop and lru with the text rendering
     (what an LLM turn adds), and the reset's median."""
-    create, decide = _policies().create, _policies().decide
+    policies = _policies()
+    create, decide = policies.create, policies.decide
     from kv_cache_env.sim import Simulator, get_scenario, render
 
     scenario = get_scenario("hard")
@@ -84,7 +87,8 @@ def hard(seed: int, episodes: int) -> dict[str, Any]:
 def mooncake(seed: int, episodes: int, trace: str) -> dict[str, Any]:
     """The whole trace replayed under lru in this process: load, then the replay (reset
     included: schedule, reference run, episode)."""
-    create, decide = _policies().create, _policies().decide
+    policies = _policies()
+    create, decide = policies.create, policies.decide
     from kv_cache_env.sim import Simulator
     from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
 
@@ -115,7 +119,8 @@ def memory(seed: int, episodes: int, trace: str) -> dict[str, Any]:
     import tempfile
     import tracemalloc
 
-    create, decide = _policies().create, _policies().decide
+    policies = _policies()
+    create, decide = policies.create, policies.decide
     from kv_cache_env.sim import Simulator
     from kv_cache_env.trace_data import open_trace_text, resolve_trace, trace_format
     from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
@@ -147,7 +152,8 @@ def memory(seed: int, episodes: int, trace: str) -> dict[str, Any]:
 
 def bound(seed: int, episodes: int) -> dict[str, Any]:
     """The reference bound on `episodes` hard episodes, one after the other (one core)."""
-    create, decide = _policies().create, _policies().decide
+    policies = _policies()
+    create, decide = policies.create, policies.decide
     from kv_cache_env.sim import Simulator, get_scenario
     from rubrics import score
 
@@ -158,14 +164,7 @@ def bound(seed: int, episodes: int) -> dict[str, Any]:
         sim = Simulator(scenario, s)
         policy = create("bound")
         policy.reset(s)
-        while not sim.done:
-            actions = decide(policy, sim)
-            if not actions:
-                sim.count_implicit_noop()
-            for action in actions:
-                sim.apply(action)
-            sim.step()
-        rewards.append(score(sim.record()).reward)
+        rewards.append(score(_play(sim, policy, decide)).reward)
         times.append(clock() - start)
     return {"bound.hard_episode_s_median": statistics.median(times), "bound.rewards": rewards}
 
@@ -174,7 +173,8 @@ def vector(seed: int, episodes: int, workers: int) -> dict[str, Any]:
     """`episodes` hard episodes under lru: env steps (turns) per second in one process (CPU
     time; `workers` -1), or through `VectorSimulator.play` with `workers` worker processes (0:
     in this process), wall time."""
-    create, decide = _policies().create, _policies().decide
+    policies = _policies()
+    create, decide = policies.create, policies.decide
     from kv_cache_env.sim import Simulator, get_scenario
 
     scenario = get_scenario("hard")
