@@ -15,7 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from kv_cache_env.features import growth_blocks
+from kv_cache_env.features import compress_gain, growth_blocks
 from kv_cache_env.sim import Action, EntryView, Observation, Simulator, compress, evict
 
 DEFAULT_TARGET_USAGE = 0.95
@@ -63,14 +63,6 @@ def blocks_to_free(obs: Observation, target_usage: float = DEFAULT_TARGET_USAGE)
         urgent = obs.queue.head_blocks
     limit = int(target_usage * obs.capacity)
     return max(0, obs.used + growth_blocks(obs) + urgent - limit)
-
-
-def compress_gain(entry: EntryView) -> int:
-    """GPU blocks one compress call frees on `entry`, to within one block: each level halves
-    the private blocks (0 at int4 or when swapped)."""
-    if entry.quantization.next_level is None or entry.swapped:
-        return 0
-    return entry.private_blocks - -(-entry.private_blocks // 2)
 
 
 class OrderedEvictionPolicy(Policy):

@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kv_cache_env.features import compress_gain
 from kv_cache_env.sim import Action, Observation, PauseKind, Simulator, compress, evict, swap
 from rubrics import score
 
-from .base import Policy, SimulatorPolicy, blocks_to_free, compress_gain, decide
+from .base import Policy, SimulatorPolicy, blocks_to_free, decide
 from .heuristics import arrival_order
 
 Macro = Callable[[Observation], list[Action]]

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kv_cache_env.features import compress_gain
 from kv_cache_env.sim import (
     EVICTION_VALUE,
     RETENTION_PRIORITY,
@@ -27,7 +28,6 @@ from .base import (
     OrderedEvictionPolicy,
     Policy,
     blocks_to_free,
-    compress_gain,
     compress_then,
 )
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 from itertools import product
 from typing import Literal
 
+from kv_cache_env.features import compress_gain, expected_left
 from kv_cache_env.sim import (
-    PAUSES,
     Action,
-    EntryView,
     Observation,
     PauseKind,
     compress,
@@ -24,18 +23,10 @@ from kv_cache_env.sim import (
     swap,
 )
 
-from .base import Policy, blocks_to_free, compress_gain
+from .base import Policy, blocks_to_free
 
 SessionAction = Literal["keep", "compress", "swap", "discard"]
 _TOOL_OF: dict[SessionAction, str] = {"compress": "compress", "swap": "swap", "discard": "evict"}
-
-
-def expected_left(entry: EntryView) -> float:
-    """Steps a paused session is still expected to be away: its kind's mean pause minus what it
-    has waited (what a scheduler can estimate; the true return time is hidden)."""
-    assert entry.pause is not None
-    lo, hi = PAUSES[entry.pause].seconds
-    return (lo + hi) / 2 - entry.paused_for
 
 
 class KindRule(Policy):
