@@ -146,7 +146,6 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         self.sim: Simulator | None = None
         self._obs: Observation | None = None
         self._mask = np.zeros(self.n_actions, dtype=np.int8)
-        self._calls = 0
         self._potential = 0.0
         self.episode_seed: int | None = None
 
@@ -171,7 +170,6 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         spec = EpisodeSpec(self.scenario, episode_seed, self.trace, steps=self.steps)
         self.sim = spec.simulator()
         self.episode_seed = episode_seed
-        self._calls = 0
         self._potential = 0.0
         self._refresh()
         return self._observation(), self._info(spec_label=spec.label)
@@ -198,8 +196,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
                 result = sim.apply(_BUILD[kind](entries[slot].seq_id))
                 if not result.ok:
                     info["error"] = result.message
-            self._calls += 1
-            end_turn = self._calls >= self.max_calls_per_turn
+            end_turn = sim.calls_this_turn >= self.max_calls_per_turn
         reward = self._end_turn(info) if end_turn else 0.0
         self._refresh()
         info.update(self._info())
@@ -209,13 +206,13 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         """Step the engine (the drain follows the last turn); the turn's reward."""
         sim = self.sim
         assert sim is not None
-        if self._calls == 0:
+        if sim.calls_this_turn == 0:
             sim.count_implicit_noop()  # as an LLM reply without a tool call
         sim.step()
-        self._calls = 0
         if self.reward_mode == "sparse" and not sim.done:
             return 0.0
-        scored = score(sim.record(), self.weights)
+        record = sim.record()
+        scored = score(record, self.weights)
         reward = scored.reward
         if self.reward_mode == "shaped":
             reward = scored.reward - self._potential
@@ -223,7 +220,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         if sim.done:
             info["reward"] = scored.reward
             info["components"] = dict(scored.components)
-            info["metrics"] = episode_metrics(sim.record())
+            info["metrics"] = episode_metrics(record)
         return reward
 
     def render(self) -> str | None:
@@ -321,7 +318,6 @@ class ServingTurnsEnv(ServingEnv):
                 errors.append(f"{kind}: slot {slot} is empty ({len(entries)} sequences shown)")
             elif not (result := sim.apply(_BUILD[kind](entries[slot].seq_id))).ok:
                 errors.append(result.message)
-            self._calls += 1
         if errors:
             info["errors"] = errors
         reward = self._end_turn(info)

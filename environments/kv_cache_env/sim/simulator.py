@@ -178,6 +178,12 @@ class Simulator:
         self._counts[action.kind if result.ok else "invalid"] += 1
         return result
 
+    @property
+    def calls_this_turn(self) -> int:
+        """Calls made since the last step: actions applied (valid or not) and counted invalid
+        calls."""
+        return self._calls_this_turn
+
     def count_implicit_noop(self) -> None:
         """Count a turn on which the agent made no call at all (it means noop)."""
         self._counts["noop"] += 1
