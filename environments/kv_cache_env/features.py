@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .sim import (
+    ACTION_KINDS,
     EVICTION_VALUE,
     PAUSES,
     BlockType,
@@ -28,6 +29,10 @@ from .sim import (
     Quantization,
 )
 from .sim.observation import Table
+
+TOOLS = ACTION_KINDS[:3]
+"""The tools an agent chooses among per sequence (evict, compress, swap: every action kind but
+noop), in the order the Gymnasium action spaces and the `learned` weights index them."""
 
 MAX_SLOTS = 128
 LOW, HIGH = -4.0, 8.0

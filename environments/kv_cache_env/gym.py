@@ -86,14 +86,20 @@ from gymnasium import spaces
 from rubrics import episode_metrics, score
 
 from .episodes import TRAIN_SEED_START, EpisodeSpec
-from .features import GLOBAL_FEATURES, HIGH, LOW, MAX_SLOTS, SLOT_FEATURES, global_features
+from .features import (
+    GLOBAL_FEATURES,
+    HIGH,
+    LOW,
+    MAX_SLOTS,
+    SLOT_FEATURES,
+    TOOLS,
+    global_features,
+)
 from .features import slot_features as _slot_features
-from .sim import Action, Observation, Simulator, compress, evict, render, swap
+from .sim import Action, Observation, Simulator, render
 
 ENV_ID = "kvcache/Serving-v0"
 TURNS_ENV_ID = "kvcache/ServingTurns-v0"
-TOOLS: tuple[str, ...] = ("evict", "compress", "swap")
-_BUILD = {"evict": evict, "compress": compress, "swap": swap}
 MAX_CALLS_PER_TURN = 128
 TRAIN_SEED_RANGE = (TRAIN_SEED_START, TRAIN_SEED_START + (1 << 30))
 RewardMode = Literal["sparse", "shaped"]
@@ -193,7 +199,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
                 sim.count_invalid()
                 info["error"] = f"{kind}: slot {slot} is empty ({len(entries)} sequences shown)"
             else:
-                result = sim.apply(_BUILD[kind](entries[slot].seq_id))
+                result = sim.apply(Action(kind, entries[slot].seq_id))
                 if not result.ok:
                     info["error"] = result.message
             end_turn = sim.calls_this_turn >= self.max_calls_per_turn
@@ -240,7 +246,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         tool, slot = divmod(int(action) - 1, self.max_slots)
         if slot >= len(self._obs.entries):
             return None
-        return _BUILD[TOOLS[tool]](self._obs.entries[slot].seq_id)
+        return Action(TOOLS[tool], self._obs.entries[slot].seq_id)
 
     def _refresh(self) -> None:
         assert self.sim is not None
@@ -316,7 +322,7 @@ class ServingTurnsEnv(ServingEnv):
             if slot >= len(entries):
                 sim.count_invalid()
                 errors.append(f"{kind}: slot {slot} is empty ({len(entries)} sequences shown)")
-            elif not (result := sim.apply(_BUILD[kind](entries[slot].seq_id))).ok:
+            elif not (result := sim.apply(Action(kind, entries[slot].seq_id))).ok:
                 errors.append(result.message)
         if errors:
             info["errors"] = errors
@@ -329,7 +335,7 @@ class ServingTurnsEnv(ServingEnv):
         """The simulator calls `action` stands for now, in the order they would be applied."""
         entries = self._obs.entries if self._obs is not None else ()
         return [
-            _BUILD[TOOLS[int(action[slot]) - 1]](entries[slot].seq_id)
+            Action(TOOLS[int(action[slot]) - 1], entries[slot].seq_id)
             for slot in np.flatnonzero(action)
             if slot < len(entries)
         ]

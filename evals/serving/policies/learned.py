@@ -24,14 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kv_cache_env.features import GLOBAL, SLOT, global_features, slot_features
-from kv_cache_env.sim import Action, Observation, Quantization, compress, evict, swap
+from kv_cache_env.features import GLOBAL, SLOT, TOOLS, global_features, slot_features
+from kv_cache_env.sim import Action, Observation, Quantization
 
 from .base import Policy
 
 WEIGHTS_FILE = Path(__file__).with_name("learned_weights.json")
-TOOLS = ("evict", "compress", "swap")
-_BUILD = {"evict": evict, "compress": compress, "swap": swap}
 GROUPS = ("fp16", "fp8")
 
 ENTRY_INPUTS: tuple[str, ...] = (
@@ -141,7 +139,7 @@ def decide_linear(obs: Observation, weights: np.ndarray) -> list[Action]:
             continue
         if best_tool == 2:
             room -= e.private_blocks
-        actions.append(_BUILD[TOOLS[best_tool]](e.seq_id))
+        actions.append(Action(TOOLS[best_tool], e.seq_id))
     return actions
 
 
