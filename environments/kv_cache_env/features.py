@@ -133,13 +133,10 @@ def slot_features(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
     # (a third of the `learned` policy's turn, which the bound plays in every rollout).
     rows = []
     for e in obs.entries[:max_slots]:
-        row = [0.0] * F
-        row[0] = 1.0
         pause = e.pause
         swapped = e.swapped
-        row[1] = pause is None
-        row[2] = pause is not None and not swapped
-        row[3] = swapped
+        # present, running, paused_gpu, swapped (the first four columns)
+        row = [1.0, pause is None, pause is not None and not swapped, swapped, *_ONE_HOT_ZEROS]
         if pause is not None:
             row[_KIND_COLUMN[pause]] = 1.0
         row[_TYPE_COLUMN[e.block_type]] = 1.0
@@ -149,19 +146,21 @@ def slot_features(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
         row[_QUANT_COLUMN[e.quantization]] = 1.0
         priority = e.priority
         progress = e.progress
-        row[18] = priority
-        row[19] = progress
-        row[20] = e.tokens / 8192
-        row[21] = e.rate / 64
-        row[22] = e.private_blocks / cap
-        row[23] = e.shared_blocks / cap
-        row[24] = e.frees / cap
-        row[25] = compress_gain(e) / cap
-        row[26] = (turn - e.last_access) / turns
-        row[27] = e.paused_for / 15
-        row[28] = expected_left(e) / 15
-        row[29] = EVICTION_VALUE[e.block_type] * (1 - priority / 2) * (1 - progress / 2)
-        row[30] = (not swapped) and e.private_blocks <= room
+        row += (  # the scalar columns, in SLOT_FEATURES order (checked below the function)
+            priority,
+            progress,
+            e.tokens / 8192,
+            e.rate / 64,
+            e.private_blocks / cap,
+            e.shared_blocks / cap,
+            e.frees / cap,
+            compress_gain(e) / cap,
+            (turn - e.last_access) / turns,
+            e.paused_for / 15,
+            expected_left(e) / 15,
+            EVICTION_VALUE[e.block_type] * (1 - priority / 2) * (1 - progress / 2),
+            (not swapped) and e.private_blocks <= room,
+        )
         rows.append(row)
     if rows:
         out[: len(rows)] = rows
@@ -169,10 +168,20 @@ def slot_features(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
     return out
 
 
-_KIND_COLUMN = {k: 4 + i for i, k in enumerate(_KINDS)}
-_TYPE_COLUMN = {t: 7 + i for i, t in enumerate(_TYPES)}
-_PHASE_COLUMN = {p: 12 + i for i, p in enumerate(_PHASES)}
-_QUANT_COLUMN = {q: 15 + i for i, q in enumerate(_QUANT)}
+_KIND_COLUMN = {k: SLOT[f"pause_{k}"] for k in _KINDS}
+_TYPE_COLUMN = {t: SLOT[f"type_{t}"] for t in _TYPES}
+_PHASE_COLUMN = {p: SLOT[f"phase_{p}"] for p in _PHASES}
+_QUANT_COLUMN = {q: SLOT[f"kv_{q}"] for q in _QUANT}
+_ONE_HOT_ZEROS = (0.0,) * (SLOT["priority"] - SLOT["pause_" + _KINDS[0]])
+"""The one-hot columns (pause kind, type, phase, precision) start at 0 in every row."""
+# slot_features writes the first four columns, then the one-hot block, then these in order:
+assert SLOT_FEATURES[:4] == ("present", "running", "paused_gpu", "swapped")
+assert SLOT["pause_" + _KINDS[0]] == 4
+assert SLOT_FEATURES[SLOT["priority"] :] == (
+    *("priority", "progress", "tokens", "rate", "private_blocks", "shared_blocks", "frees"),
+    *("compress_gain", "since_access", "paused_for", "expected_left", "eviction_score"),
+    "swap_fits",
+)
 
 
 def global_features(obs: Observation) -> np.ndarray:
