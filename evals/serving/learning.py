@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kv_cache_env.episodes import TRAIN_SEED_START
-from kv_cache_env.sim import Simulator, get_scenario
+from kv_cache_env.sim import Action, Observation, get_scenario
 from rubrics import score
 
 from .policies import Policy, available, create
@@ -46,17 +46,21 @@ def observation_policies() -> list[str]:
     return [n for n in available() if n != "learned" and not create(n).needs_simulator]
 
 
+class _Linear(Policy):
+    """The linear policy with one weight matrix (a candidate of the search)."""
+
+    name = "linear"
+
+    def __init__(self, weights: np.ndarray) -> None:
+        self.weights = weights
+
+    def act(self, obs: Observation) -> list[Action]:
+        return decide_linear(obs, self.weights)
+
+
 def play_linear(weights: np.ndarray, scenario: str, seed: int) -> float:
     """Reward of one episode played by the linear policy with one weight matrix."""
-    sim = Simulator(get_scenario(scenario), seed)
-    while not sim.done:
-        actions = decide_linear(sim.observe(hints=False), weights)
-        if not actions:
-            sim.count_implicit_noop()
-        for action in actions:
-            sim.apply(action)
-        sim.step()
-    return score(sim.record()).reward
+    return score(run_policy_episode(_Linear(weights), get_scenario(scenario), seed)).reward
 
 
 def play_policy(name: str, scenario: str, seed: int, policy: Policy | None = None) -> float:
