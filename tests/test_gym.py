@@ -46,11 +46,14 @@ def test_two_copies_stepped_side_by_side_stay_identical(reward):
     a = ServingEnv(scenario="agent-tools", reward=reward)
     b = ServingEnv(scenario="agent-tools", reward=reward)
     rng = np.random.default_rng(5)
+    first: tuple[dict[str, np.ndarray], int] | None = None
     for episode in range(2):
         seed = 11 if episode == 0 else None  # the second episode comes from the seeded stream
         obs_a, info_a = a.reset(seed=seed)
         obs_b, info_b = b.reset(seed=seed)
         assert info_a["episode_seed"] == info_b["episode_seed"] >= TRAIN_SEED_START
+        if first is None:
+            first = (obs_a, info_a["episode_seed"])
         steps = 0
         while True:
             for key in obs_a:
@@ -65,9 +68,13 @@ def test_two_copies_stepped_side_by_side_stay_identical(reward):
                 assert info_a["components"] == info_b["components"]
                 break
         assert steps > a.sim.scenario.steps  # sub-steps happened
-    # a reseeded copy replays the first episode
+    # a reseeded copy replays the first episode; another seed draws another one
+    assert first is not None
     c = ServingEnv(scenario="agent-tools", reward=reward)
-    _, info_c = c.reset(seed=11)
+    obs_c, info_c = c.reset(seed=11)
+    assert info_c["episode_seed"] == first[1]
+    for key in obs_c:
+        np.testing.assert_array_equal(obs_c[key], first[0][key])
     d = ServingEnv(scenario="agent-tools")
     _, info_d = d.reset(seed=12)
     assert info_c["episode_seed"] != info_d["episode_seed"]
