@@ -97,6 +97,7 @@ from .features import (
 )
 from .features import slot_features as _slot_features
 from .sim import Action, Observation, Simulator, render
+from .sim.actions import ActionKind
 
 ENV_ID = "kvcache/Serving-v0"
 TURNS_ENV_ID = "kvcache/ServingTurns-v0"
@@ -197,7 +198,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
             entries = self._obs.entries
             if slot >= min(len(entries), self.max_slots):
                 sim.count_invalid()
-                info["error"] = f"{kind}: slot {slot} is empty ({len(entries)} sequences shown)"
+                info["error"] = empty_slot_error(kind, slot, len(entries))
             else:
                 result = sim.apply(Action(kind, entries[slot].seq_id))
                 if not result.ok:
@@ -317,11 +318,10 @@ class ServingTurnsEnv(ServingEnv):
         info: dict[str, Any] = {}
         entries = self._obs.entries
         errors = []
-        for slot in np.flatnonzero(choice):
-            kind = TOOLS[int(choice[slot]) - 1]
+        for kind, slot in row_calls(choice):
             if slot >= len(entries):
                 sim.count_invalid()
-                errors.append(f"{kind}: slot {slot} is empty ({len(entries)} sequences shown)")
+                errors.append(empty_slot_error(kind, slot, len(entries)))
             elif not (result := sim.apply(Action(kind, entries[slot].seq_id))).ok:
                 errors.append(result.message)
         if errors:
@@ -335,8 +335,8 @@ class ServingTurnsEnv(ServingEnv):
         """The simulator calls `action` stands for now, in the order they would be applied."""
         entries = self._obs.entries if self._obs is not None else ()
         return [
-            Action(TOOLS[int(action[slot]) - 1], entries[slot].seq_id)
-            for slot in np.flatnonzero(action)
+            Action(kind, entries[slot].seq_id)
+            for kind, slot in row_calls(action)
             if slot < len(entries)
         ]
 
@@ -369,6 +369,16 @@ def turns_action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarra
     mask[:, 0] = 1
     mask[:, 1:] = flat[1:].reshape(len(TOOLS), max_slots).T
     return mask
+
+
+def row_calls(choice: np.ndarray) -> list[tuple[ActionKind, int]]:
+    """A `ServingTurns-v0` action as (tool, row) calls, in row order (0 = keep: no call)."""
+    return [(TOOLS[int(choice[slot]) - 1], int(slot)) for slot in np.flatnonzero(choice)]
+
+
+def empty_slot_error(kind: str, slot: int, shown: int) -> str:
+    """What a call on an empty row reports (the simulator counts it invalid)."""
+    return f"{kind}: slot {slot} is empty ({shown} sequences shown)"
 
 
 def make_vector_env(
@@ -409,6 +419,8 @@ __all__ = [
     "ServingEnv",
     "ServingTurnsEnv",
     "action_mask",
+    "empty_slot_error",
     "make_vector_env",
+    "row_calls",
     "turns_action_mask",
 ]

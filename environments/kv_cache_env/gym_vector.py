@@ -67,7 +67,15 @@ from rubrics import episode_metrics, resolve_weights, score
 
 from .episodes import EpisodeSpec
 from .features import MAX_SLOTS, global_features, slot_features
-from .gym import TOOLS, TRAIN_SEED_RANGE, RewardMode, ServingTurnsEnv, turns_action_mask
+from .gym import (
+    TOOLS,
+    TRAIN_SEED_RANGE,
+    RewardMode,
+    ServingTurnsEnv,
+    empty_slot_error,
+    row_calls,
+    turns_action_mask,
+)
 from .sim import Action, Simulator, VectorSimulator, VectorStep
 
 
@@ -338,14 +346,13 @@ class ServingTurnsVectorEnv(VectorEnv):
         ids = view.seq_ids
         calls: list[Action] = []
         labels: list[str | None] = []
-        for slot in np.flatnonzero(choice):
-            kind = TOOLS[int(choice[slot]) - 1]
+        for kind, slot in row_calls(choice):
             if slot < len(ids):
-                calls.append(Action(kind, ids[slot]))  # type: ignore[arg-type]
+                calls.append(Action(kind, ids[slot]))
                 labels.append(None)
             else:  # an unknown id: the simulator counts it invalid and changes nothing
-                calls.append(Action(kind, ""))  # type: ignore[arg-type]
-                labels.append(f"{kind}: slot {slot} is empty ({len(ids)} sequences shown)")
+                calls.append(Action(kind, ""))
+                labels.append(empty_slot_error(kind, slot, len(ids)))
         return calls, labels
 
     def _after_turn(
