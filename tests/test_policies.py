@@ -147,8 +147,8 @@ def test_bound_reusing_last_turns_play_outs_takes_the_same_actions():
         sc = get_scenario(name).with_options(steps=6)
         reused, played = BoundPolicy(pool), _ReplayEverything(pool)
         sims = [Simulator(sc, seed), Simulator(sc, seed)]
-        for policy, sim in zip((reused, played), sims, strict=True):
-            policy.reset(seed)
+        reused.reset(seed)
+        played.reset(seed)
         while not sims[0].done:
             taken = [p.act_in(s) for p, s in zip((reused, played), sims, strict=True)]
             assert taken[0] == taken[1], (name, seed, sims[0].turn)
