@@ -48,6 +48,9 @@ def _environment(tree: Path) -> dict[str, str]:
     env = dict(os.environ)
     parts = [str(tree), str(tree / "environments"), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
+    # The issue measures with a warm bytecode cache: a shell that sets PYTHONDONTWRITEBYTECODE
+    # would have every probe recompile every module it imports (~1 s for `kvarena eval`).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
@@ -102,14 +105,10 @@ def run_speed(
 ) -> dict[str, Any]:
     """The table: {"after": figures, "before": figures, "ratio": after/before, "targets": ...}."""
     sides = {"after": HERE} | ({"before": before} if before is not None else {})
-    for tree in sides.values():  # warm the bytecode caches (the first import compiles)
-        subprocess.run(
-            [sys.executable, "-c", "import evals.cli, kv_cache_env.traces"],
-            env=_environment(tree),
-            cwd=tree,  # `-c` puts the working folder first on sys.path
-            check=True,
-            capture_output=True,
-        )
+    for tree in sides.values():
+        # warm the bytecode caches: the first import of a module compiles it, and the whole
+        # process run imports the most (the command's own modules load lazily)
+        _whole_process(tree, trace)
     samples: dict[str, dict[str, list[Any]]] = {name: {} for name in sides}
     for r in range(repeats):
         seed = 10_000 * (r + 1)
