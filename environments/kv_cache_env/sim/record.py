@@ -8,7 +8,7 @@ that ends the episode is summed in the `drain_*` fields.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .types import BlockType
@@ -109,11 +109,14 @@ class EpisodeRecord:
         return sum(self.tokens)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Field by field rather than `dataclasses.asdict`, which recurses into (and deep-copies)
+        # every element of every series: ~0.1 s for a full trace replay's record. Every field is
+        # a scalar, a tuple of scalars or a tuple of flat records, so this is the same dict.
+        data = {name: getattr(self, name) for name in _FIELDS}
         for key in _SERIES:
             data[key] = list(data[key])
-        data["evictions"] = [{**e, "block_type": str(e["block_type"])} for e in data["evictions"]]
-        data["residents"] = [{**r, "block_type": str(r["block_type"])} for r in data["residents"]]
+        data["evictions"] = [_flat(e) for e in self.evictions]
+        data["residents"] = [_flat(r) for r in self.residents]
         return data
 
     @classmethod
@@ -134,3 +137,13 @@ class EpisodeRecord:
             for r in data["residents"]
         )
         return cls(**values)
+
+
+_FIELDS = tuple(f.name for f in fields(EpisodeRecord))
+
+
+def _flat(item: EvictionRecord | ResidentRecord) -> dict[str, Any]:
+    """One eviction or resident as plain JSON data (its block type as its string)."""
+    data = {f.name: getattr(item, f.name) for f in fields(item)}
+    data["block_type"] = str(data["block_type"])
+    return data
