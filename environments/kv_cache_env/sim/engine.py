@@ -388,6 +388,7 @@ class Engine:
             request = seq.request
             remaining = seq.prefill_remaining
             generated = seq.generated
+            level = seq.quantization_level
             # (conditional expressions instead of min(): no builtin call per sequence and step)
             if remaining:
                 if not budget:
@@ -396,15 +397,16 @@ class Engine:
                 # the step that ends the prompt emits a token (unless the call is complete: a
                 # sequence preempted right after its last token only rebuilds its KV)
                 n = 1 if take == remaining and generated < seq.call_end else 0
+                left = remaining - take
+                private = seq.private_prompt + generated + n
+                kv = private - left if left < private else 0
             else:
-                take = 0
+                # decoding (most sequences, most steps): nothing left to prefill, so all of the
+                # private context has KV and the budget and `prefill_remaining` are untouched
                 n = seq.call_end - generated
                 if request.decode_rate < n:
                     n = request.decode_rate
-            level = seq.quantization_level
-            private = seq.private_prompt + generated + n
-            left = remaining - take
-            kv = private - left if left < private else 0
+                kv = seq.private_prompt + generated + n
             need = -(-kv // per_block_of[level]) - seq.gpu_blocks
             if need > 0:
                 if need <= pool.num_free:
@@ -425,8 +427,9 @@ class Engine:
                     start = seq.prefix_tokens + min(seq.gpu_blocks * per_block_of[level], kv)
                     self._emit("stored", "gpu", "grow", seq, need, (start, seq.prefix_tokens + kv))
                 seq.gpu_blocks += need
-            budget -= take
-            seq.prefill_remaining = left
+            if remaining:  # (after the allocation: a sequence preempted by it takes nothing)
+                budget -= take
+                seq.prefill_remaining = left
             if n:
                 seq.first_token_by = -1
             seq.generated = generated + n
