@@ -1,6 +1,8 @@
 """BlockPool: exact counts and the LRU order of cached prefix blocks."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kv_cache_env.sim.block_pool import BlockPool
 
@@ -85,3 +87,44 @@ def test_a_prefix_hash_can_name_a_unit_of_blocks():
     pool.check()
     with pytest.raises(ValueError, match="no free blocks"):
         pool.acquire_prefix([3])
+
+
+_CHAINS = ((1, 2, 3, 4), (1, 2, 7), (5, 6), (8,), (1, 2, 3, 4, 9, 10))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(("acquire", "release", "allocate", "free")),
+            st.integers(0, len(_CHAINS) - 1),
+            st.integers(1, 4),
+        ),
+        max_size=40,
+    )
+)
+def test_remembered_hit_lengths_equal_a_fresh_lookup(ops):
+    """`cached_hit_length` remembers its answer per chain until a hash changes state; after
+    any sequence of pool operations every chain's answer equals a fresh pool's (a copy
+    remembers nothing)."""
+    pool = BlockPool(12)
+    held: list[tuple[int, ...]] = []
+    for op, index, n in ops:
+        chain = _CHAINS[index]
+        for c in _CHAINS:  # ask first, so that stale answers would be served below
+            pool.cached_hit_length(c)
+        if op == "acquire":
+            hits, cached = pool.cached_hit_length(chain)
+            if (len(chain) - hits) <= pool.available - cached:
+                pool.acquire_prefix(chain, hits)
+                held.append(chain)
+        elif op == "release" and held:
+            pool.release_prefix(held.pop(index % len(held)))
+        elif op == "allocate" and n <= pool.available:
+            pool.allocate(n)
+        elif op == "free" and pool.num_private:
+            pool.free(min(n, pool.num_private))
+        fresh = pool.copy()
+        for c in _CHAINS:
+            assert pool.cached_hit_length(c) == fresh.cached_hit_length(c), (op, c)
+        pool.check()

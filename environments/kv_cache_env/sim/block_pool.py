@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 class BlockPool:
     __slots__ = (
+        "_hit_memo",
         "cached",
         "num_blocks",
         "num_free",
@@ -51,6 +52,10 @@ class BlockPool:
         self.ref_counts: dict[int, int] = {}
         self.cached: OrderedDict[int, None] | dict[int, None] = OrderedDict() if reclaims else {}
         self.peak_used = 0
+        self._hit_memo: dict[int, tuple[Sequence[int], tuple[int, int]]] = {}
+        """`cached_hit_length` per chain object (by id, the chain kept alive beside its answer),
+        valid until a hash changes state (stored, cached, taken back, reclaimed): the queue's
+        head is looked up every step while it waits, and every waiting request every turn."""
 
     # --- views -------------------------------------------------------------------------------
     @property
@@ -70,22 +75,29 @@ class BlockPool:
     def cached_hit_length(self, hashes: Sequence[int]) -> tuple[int, int]:
         """Longest leading run of `hashes` held in the pool, and how many of those are cached
         (reference count 0), in hashes (x `unit` for blocks). A chain stops at its first miss,
-        as in vLLM's find_longest_cache_hit."""
+        as in vLLM's find_longest_cache_hit. The answer is remembered per chain object until a
+        hash changes state, so a chain must not be mutated (the engine's are tuples)."""
+        memo = self._hit_memo.get(id(hashes))
+        if memo is not None and memo[0] is hashes:
+            return memo[1]
         counts = self.ref_counts
         if all(map(counts.__contains__, hashes)):
             # The common case (a popular prefix held by running sequences), checked in one
             # C-level pass instead of a Python loop over the chain.
-            return len(hashes), 0
-        hits = cached = 0
-        for h in hashes:
-            if h in self.ref_counts:
-                hits += 1
-            elif h in self.cached:
-                hits += 1
-                cached += 1
-            else:
-                break
-        return hits, cached
+            found = len(hashes), 0
+        else:
+            hits = cached = 0
+            for h in hashes:
+                if h in self.ref_counts:
+                    hits += 1
+                elif h in self.cached:
+                    hits += 1
+                    cached += 1
+                else:
+                    break
+            found = hits, cached
+        self._hit_memo[id(hashes)] = (hashes, found)
+        return found
 
     # --- private blocks ----------------------------------------------------------------------
     def allocate(self, n: int) -> list[int]:
@@ -127,6 +139,7 @@ class BlockPool:
             else:
                 del cached[h]
                 counts[h] = 1
+                self._hit_memo.clear()  # a cached hash is shared again
         stored = list(hashes[hits:])
         need = len(stored) * self.unit
         if need > self.available:
@@ -134,6 +147,7 @@ class BlockPool:
         reclaimed = self._take(need)
         if stored:
             counts.update(dict.fromkeys(stored, 1))  # in chain order, in C
+            self._hit_memo.clear()
         self._note_peak()
         return hits, stored, reclaimed
 
@@ -152,6 +166,8 @@ class BlockPool:
                 del counts[h]
                 cached[h] = None
                 released += 1
+        if released:
+            self._hit_memo.clear()
         return released
 
     # --- internals ---------------------------------------------------------------------------
@@ -167,6 +183,7 @@ class BlockPool:
         cached = self.cached
         assert isinstance(cached, OrderedDict), "reclaim from a pool built with reclaims=False"
         popitem = cached.popitem
+        self._hit_memo.clear()
         return [popitem(last=False)[0] for _ in range(units)]
 
     def _note_peak(self) -> None:
@@ -183,6 +200,7 @@ class BlockPool:
         clone.ref_counts = dict(self.ref_counts)
         clone.cached = type(self.cached)(self.cached)
         clone.peak_used = self.peak_used
+        clone._hit_memo = {}
         return clone
 
     def check(self) -> None:
