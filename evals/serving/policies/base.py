@@ -26,6 +26,9 @@ class Policy(ABC):
     needs_simulator: ClassVar[bool] = False
     reads_candidates: ClassVar[bool] = False
     """Whether `act` reads the pre-scored candidates (they are not built for those that don't)."""
+    keeps_state: ClassVar[bool] = False
+    """Whether `act` depends on more than this turn's observation (what it saw on earlier turns,
+    its own random draws): the bound reuses only stateless policies' play-outs."""
 
     def reset(self, seed: int) -> None:  # noqa: B027 - optional hook
         """Called before each episode with its seed (for policies with their own randomness)."""

@@ -144,6 +144,7 @@ class Masked(Policy):
         self.policy = policy
         self.banned = banned
         self.name = f"{policy.name}-{banned}"  # type: ignore[misc]
+        self.keeps_state = policy.keeps_state  # type: ignore[misc]
 
     def reset(self, seed: int) -> None:
         self.policy.reset(seed)
@@ -244,8 +245,8 @@ class BoundPolicy(SimulatorPolicy):
     def _replay(self, sim: Simulator, index: int) -> tuple[float, list[list[Action]]]:
         """Pool policy `index` played from here to the end. Last turn's play-outs that began
         with the actions the bound then took and continued under this policy already played
-        exactly this (copies are exact, pool policies decide from the observation alone, and
-        the reward does not read the call counts in which the two paths may differ): their
+        exactly this (copies are exact, a stateless policy decides from the observation alone,
+        and the reward does not read the call counts in which the two paths may differ): their
         tail is reused instead of played again: at least the incumbent's continuation, about
         4% of a `hard` episode's ~620 play-outs."""
         carried = self._carried.pop(index, None)
@@ -258,6 +259,8 @@ class BoundPolicy(SimulatorPolicy):
         """Keep, per follower, the first play-out of this turn that began with `taken`."""
         self._carried = {}
         for first, follower, reward, plan in self._rollouts:
+            if self._pool[follower].keeps_state:
+                continue  # its play-out from here may differ (what it remembers has changed)
             if first == taken and follower not in self._carried:
                 self._carried[follower] = (reward, plan[1:])
         self._rollouts = []

@@ -52,6 +52,8 @@ class RandomPolicy(Policy):
 
     name = "random"
 
+    keeps_state = True  # its random draws
+
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)
 

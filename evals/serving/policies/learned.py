@@ -147,6 +147,7 @@ class LearnedPolicy(Policy):
     """Linear tool scores per sequence, trained by `scripts/train_learned.py` (module doc)."""
 
     name = "learned"
+    keeps_state = True  # whether it has seen fp16 KV in this episode (its deployment group)
 
     def __init__(self, weights: LinearWeights | None = None) -> None:
         self.weights = weights if weights is not None else _shipped()
