@@ -79,3 +79,24 @@ def test_capacity_follows_the_scenario_budget(scenario, seed):
     floor = sim.schedule.max_request_blocks(sc.block_size)
     peak = sim.reference.peak_blocks
     assert sim.capacity == floor or lo * peak - 1 <= sim.capacity <= hi * peak + 1
+
+
+def test_an_arriving_sequence_equals_the_constructed_one():
+    """`Sequence.arriving` (fields set one by one) builds what the dataclass constructor does."""
+    from dataclasses import fields
+
+    from kv_cache_env.sim import Quantization
+    from kv_cache_env.sim.sequence import Sequence
+
+    for request in Simulator(get_scenario("agent-tools"), 3).schedule.requests[:40]:
+        made = Sequence(
+            request,
+            request.prompt_tokens - 16,
+            wait_since=7,
+            not_before=8,
+            quantization_level=Quantization.INT8,
+            prefix_tokens=16,
+        )
+        fast = Sequence.arriving(request, request.prompt_tokens - 16, 7, Quantization.INT8, 16)
+        for f in fields(Sequence):
+            assert getattr(fast, f.name) == getattr(made, f.name), f.name

@@ -596,13 +596,8 @@ class Engine:
         hash_tokens = self._hash_tokens
         for request in self._arrivals[t]:
             prefix = min(len(request.prefix_hashes) * hash_tokens, request.prompt_tokens)
-            seq = Sequence(
-                request,
-                request.prompt_tokens - prefix,
-                wait_since=t,
-                not_before=t + 1,
-                quantization_level=self.base_level,
-                prefix_tokens=prefix,
+            seq = Sequence.arriving(
+                request, request.prompt_tokens - prefix, t, self.base_level, prefix
             )
             if self._indexes:
                 self.sequences[request.seq_id] = seq

@@ -67,6 +67,44 @@ class Sequence:
             self.call_end = self.request.output_tokens
         self.total_output = self.request.total_output
 
+    @classmethod
+    def arriving(
+        cls,
+        request: Request,
+        private_prompt: int,
+        step: int,
+        quantization_level: Quantization,
+        prefix_tokens: int,
+    ) -> Sequence:
+        """A request arriving at engine step `step` (it waits, admissible from the next step):
+        `Sequence(request, private_prompt, wait_since=step, not_before=step + 1, ...)` with its
+        fields set one by one, which saves the generated `__init__`'s keyword handling (one
+        sequence per request, twice per reset with the reference run)."""
+        new = _new(cls)
+        new.request = request
+        new.private_prompt = private_prompt
+        new.wait_since = step
+        new.not_before = step + 1
+        new.status = Status.WAITING
+        new.quantization_level = quantization_level
+        new.generated = 0
+        new.prefill_remaining = 0
+        new.prefix_tokens = prefix_tokens
+        new.call = 0
+        new.call_end = request.output_tokens
+        new.resume_step = -1
+        new.paused_since = -1
+        new.first_token_by = -1
+        new.gpu_blocks = 0
+        new.cpu_blocks = 0
+        new.prefix_held = 0
+        new.last_access_step = -1
+        new.hotness = 0.0
+        new.admitted_order = -1
+        new.preemptions = 0
+        new.total_output = request.total_output
+        return new
+
     def copy(self) -> Sequence:
         """An independent copy (`Engine.clone`, which the bound calls for every rollout): its
         fields set one by one, which saves the generated `__init__`'s keyword handling and
