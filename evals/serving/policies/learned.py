@@ -120,7 +120,8 @@ def decide_linear(obs: Observation, weights: np.ndarray) -> list[Action]:
     """One turn of the linear policy with one weight matrix (the training script's inner loop)."""
     if not obs.entries:
         return []
-    scores = inputs(obs) @ weights.T  # (entries, 3)
+    # (entries, 3), as Python floats: the same values, compared without numpy scalars
+    scores = (inputs(obs) @ weights.T).tolist()
     room = obs.cpu_capacity - obs.cpu_used
     actions: list[Action] = []
     for e, row in zip(obs.entries, scores, strict=True):
@@ -134,7 +135,7 @@ def decide_linear(obs: Observation, weights: np.ndarray) -> list[Action]:
                 continue
             if t == 2 and e.private_blocks > room:
                 continue
-            best, best_tool = float(row[t]), t
+            best, best_tool = row[t], t
         if best_tool < 0:
             continue
         if best_tool == 2:
