@@ -13,6 +13,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kv_cache_env.sim import SCENARIOS, Schedule, get_scenario
 from kv_cache_env.sim.workload import synthesize
@@ -118,3 +120,24 @@ def test_trace_loading_and_replay_schedules_match_their_pins(name):
         "full": replay_digest(trace, "medium", full=True),
     }
     assert got == TRACE_PINS[name]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    draws=st.lists(
+        st.tuples(st.integers(0, 100), st.integers(0, 2**33), st.integers(0, 7), st.integers(0, 5)),
+        max_size=12,
+    ),
+)
+def test_scalar_integer_draws_equal_one_sized_draw(seed, draws):
+    """`workload` draws a session's pause lengths as `count` scalar `rng.integers` calls, taking
+    it to give the numbers (and leave the generator where) one `size=count` call would, also
+    between other draws; ranges past 32 bits take numpy's other path, checked too."""
+    sized, scalar = np.random.default_rng(seed), np.random.default_rng(seed)
+    for lo, span, count, normals in draws:
+        assert sized.integers(lo, lo + span + 1, size=count).tolist() == [
+            int(scalar.integers(lo, lo + span + 1)) for _ in range(count)
+        ]
+        assert sized.standard_normal(normals).tolist() == scalar.standard_normal(normals).tolist()
+    assert sized.bit_generator.state == scalar.bit_generator.state
