@@ -26,12 +26,19 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from itertools import pairwise
+from itertools import groupby, pairwise
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
 
-from .limits import check_span, check_tokens, trace_seconds
+from .limits import (
+    MAX_REQUEST_TOKENS,
+    MAX_TRACE_SPAN_S,
+    check_span,
+    check_tokens,
+    trace_seconds,
+)
 from .sim import FollowUp, PauseKind, Request, Scenario, Schedule, get_scenario
 from .sim.workload import draw_sessions
 from .trace_data import BUILTIN_TRACES, open_trace_text, resolve_trace, trace_format
@@ -43,6 +50,10 @@ its chat's next turn. The conversation trace's turn gaps run from seconds to man
 a minute a serving engine would not hold the KV anyway, so the turn arrives as a new request
 that may hit the prefix cache."""
 _INT_ONLY = {int}
+_NUMBER = (int, float)
+_DECODER = json.JSONDecoder()
+_JSON_WHITESPACE = " \t\n\r"
+"""What `json.loads` allows around a value."""
 
 
 class TraceError(ValueError):
@@ -97,12 +108,22 @@ def load_mooncake(path: str | Path) -> Trace:
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
-                if not isinstance(item, dict):
+                item = _json_line(line)
+                if type(item) is not dict:
                     raise ValueError("not a JSON object")
-                timestamp = trace_seconds(item["timestamp"], "timestamp", 1000.0)
-                input_tokens = _count(item["input_length"], "input_length")
-                output_tokens = _count(item["output_length"], "output_length")
+                # Fast paths for plain numbers in range (the same values); anything else goes
+                # through `limits` and `_count`, which convert it or say what is wrong. They
+                # save five Python calls per line (~15% of a load).
+                stamp = item["timestamp"]
+                timestamp = float(stamp) / 1000.0 if type(stamp) in _NUMBER else -1.0
+                if not 0 <= timestamp <= MAX_TRACE_SPAN_S:
+                    timestamp = trace_seconds(stamp, "timestamp", 1000.0)
+                input_tokens = item["input_length"]
+                if type(input_tokens) is not int or not 0 <= input_tokens <= MAX_REQUEST_TOKENS:
+                    input_tokens = _count(input_tokens, "input_length")
+                output_tokens = item["output_length"]
+                if type(output_tokens) is not int or not 0 <= output_tokens <= MAX_REQUEST_TOKENS:
+                    output_tokens = _count(output_tokens, "output_length")
                 hashes = item["hash_ids"]
                 # type() is int: JSON ints, never bools (one C-level pass, not 2 isinstance
                 # calls per hash)
@@ -122,6 +143,19 @@ def load_mooncake(path: str | Path) -> Trace:
             # third of the trace's ids repeat, and each copy costs 28 bytes
             rows.append((timestamp, input_tokens, output_tokens, tuple(map(canon, hashes, hashes))))
     return Trace(str(path), "mooncake", _spread(rows, path), MOONCAKE_BLOCK_TOKENS)
+
+
+def _json_line(line: str) -> object:
+    """`json.loads(line)`, a fifth faster on a line that is one JSON value and whitespace: the
+    decoder's `raw_decode` skips `loads`' checks; any other line goes to `loads` itself, which
+    accepts it (leading whitespace) or raises its own error."""
+    try:
+        item, end = _DECODER.raw_decode(line)
+    except ValueError:
+        return json.loads(line)
+    if line[end:].strip(_JSON_WHITESPACE):
+        return json.loads(line)  # "Extra data"
+    return item
 
 
 def load_azure(path: str | Path) -> Trace:
@@ -216,21 +250,21 @@ def _spread(
     the next distinct timestamp (the last bucket over the median gap)."""
     if not rows:
         raise TraceError(f"{path}: the trace holds no requests")
-    rows = sorted(rows, key=lambda r: r[0])
+    by_time = itemgetter(0)
+    rows = sorted(rows, key=by_time)
     t0 = rows[0][0]
     times = sorted({r[0] for r in rows})
     gaps = {a: b - a for a, b in pairwise(times)}
     default_gap = float(np.median(list(gaps.values()))) if gaps else 1.0
-    counts: dict[float, int] = {}
-    for r in rows:
-        counts[r[0]] = counts.get(r[0], 0) + 1
-    seen: dict[float, int] = {}
     out = []
-    for timestamp, input_tokens, output_tokens, hashes in rows:
-        k = seen.get(timestamp, 0)
-        seen[timestamp] = k + 1
-        offset = gaps.get(timestamp, default_gap) * k / counts[timestamp]
-        out.append(TraceRequest(timestamp - t0 + offset, input_tokens, output_tokens, hashes))
+    # rows sharing a timestamp are adjacent once sorted: one group per bucket instead of two
+    # dict lookups per row
+    for timestamp, group in groupby(rows, key=by_time):
+        bucket = list(group)
+        gap = gaps.get(timestamp, default_gap)
+        for k, (when, input_tokens, output_tokens, hashes) in enumerate(bucket):
+            offset = gap * k / len(bucket)
+            out.append(TraceRequest(when - t0 + offset, input_tokens, output_tokens, hashes))
     return tuple(out)
 
 
