@@ -2,13 +2,17 @@
 
 import gzip
 import json
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kv_cache_env.sim import Simulator, get_scenario
 from kv_cache_env.trace_data import BUILTIN_TRACES, DATA_DIR, resolve_trace
 from kv_cache_env.traces import (
     TraceError,
+    _json_line,
     infinite_cache_hit_fraction,
     load_trace,
     trace_scenario,
@@ -230,3 +234,54 @@ def test_builtin_names_resolve_to_packaged_files_and_paths_stay_paths(tmp_path):
     for info in BUILTIN_TRACES.values():
         assert info.file in readme and info.name in readme
     assert "Apache-2.0" in readme and "CC-BY 4.0" in readme and "Splitwise" in readme
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ['{"a": 1}', "[1, 2]", "7", " ", "\t", "\r", "\n", "\x0c", "\ufeff", "x", "{", '"', "]"]
+        ),
+        min_size=1,
+        max_size=5,
+    ).map("".join)
+)
+def test_json_lines_read_as_json_loads_reads_them(line):
+    """The loader's faster line parser accepts what `json.loads` accepts, with the same value,
+    and raises its errors on the rest."""
+    try:
+        expected = json.loads(line)
+    except ValueError as error:
+        with pytest.raises(ValueError, match=re.escape(str(error))):
+            _json_line(line)
+    else:
+        assert _json_line(line) == expected
+
+
+def test_numbers_outside_the_fast_path_load_as_before(tmp_path):
+    """Numbers written as strings or floats take the checked path and load as they did;
+    bools, NaN and out-of-range numbers still fail with their field's message."""
+    plain = {"timestamp": 1500, "input_length": 600, "output_length": 3, "hash_ids": [4, 5]}
+    spelled = {
+        "timestamp": "1500",
+        "input_length": " 600",
+        "output_length": "3",
+        "hash_ids": [4, 5],
+    }
+    floated = {"timestamp": 1500.0, "input_length": 600, "output_length": 3, "hash_ids": [4, 5]}
+    loaded = [
+        load_trace(_write(tmp_path, f"{k}.jsonl", json.dumps(x))).requests
+        for k, x in (("plain", plain), ("spelled", spelled), ("floated", floated))
+    ]
+    assert loaded[0] == loaded[1] == loaded[2]
+    for field, value, message in (
+        ("timestamp", True, "timestamp must be a number"),
+        ("timestamp", float("nan"), "timestamp must be finite"),
+        ("timestamp", -1, "timestamp is -0.001 s"),
+        ("input_length", 2**21, "input_length 2097152 exceeds"),
+        ("output_length", 1.5, "output_length must be an integer"),
+        ("output_length", False, "output_length must be an integer"),
+    ):
+        path = _write(tmp_path, "bad.jsonl", json.dumps(plain | {field: value}))
+        with pytest.raises(TraceError, match=f"bad.jsonl:1: {re.escape(message)}"):
+            load_trace(path)

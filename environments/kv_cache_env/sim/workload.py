@@ -8,12 +8,12 @@ the engine keeps each request's mutable state in a `Sequence`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .scenario import PAUSES, Scenario
+from .scenario import PAUSES, PauseProfile, Scenario
 from .types import BlockType, PauseKind
 
 # Prefix block hashes of synthetic prefix k are PREFIX_HASH_BASE * (k + 1) + i, i = block index.
@@ -121,41 +121,45 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
 
     # The draws are read as Python numbers (`tolist`: the same int64 and float64 values)
     # instead of numpy scalars, whose indexing and arithmetic cost ~10x more per request.
-    step_of = steps.tolist()
-    type_of = type_index.tolist()
-    prefix_of = prefix_choice.tolist()
-    uses_prefix_of = uses_prefix.tolist()
-    normal_pairs = normals.tolist()
-    uniform_of = uniforms.tolist()
-    rate_of = decode_rates.tolist()
+    # Each block type's profile is read once per schedule, not once per request.
     block_size = scenario.block_size
     max_prompt = scenario.max_prompt_tokens
+    profiles = dict(scenario.profiles)
+    per_type = [(t, profiles[t], t is BlockType.SYSTEM) for t in types]
     requests = []
-    for i in range(total):
-        block_type = types[type_of[i]]
-        profile = scenario.profile(block_type)
-        prompt_normal, output_normal = normal_pairs[i]
+    for i, (step, type_i, k, uses, (prompt_normal, output_normal), uniform, rate) in enumerate(
+        zip(
+            steps.tolist(),
+            type_index.tolist(),
+            prefix_choice.tolist(),
+            uses_prefix.tolist(),
+            normals.tolist(),
+            uniforms.tolist(),
+            decode_rates.tolist(),
+            strict=True,
+        )
+    ):
+        block_type, profile, is_system = per_type[type_i]
         private_prompt = _lognormal(profile.prompt_median, profile.prompt_sigma, prompt_normal)
         private_prompt = min(private_prompt, max_prompt)
         output = _lognormal(profile.output_median, profile.output_sigma, output_normal)
         lo, hi = profile.priority
-        priority = round(lo + (hi - lo) * uniform_of[i], 2)
+        priority = round(lo + (hi - lo) * uniform, 2)
         hashes: tuple[int, ...] = ()
         prefix_id = None
-        if prefixes and (uses_prefix_of[i] or block_type is BlockType.SYSTEM):
-            k = prefix_of[i]
+        if prefixes and (uses or is_system):
             hashes = prefixes[k]
             prefix_id = f"p{k}"
         prompt = private_prompt + len(hashes) * block_size
         requests.append(
             Request(
                 seq_id=f"r{i}",
-                arrival_step=step_of[i],
+                arrival_step=step,
                 block_type=block_type,
                 priority=priority,
                 prompt_tokens=prompt,
                 output_tokens=output,
-                decode_rate=rate_of[i],
+                decode_rate=rate,
                 prefix_hashes=hashes,
                 shared_prefix_id=prefix_id,
                 reasoning_tokens=int(output * profile.reasoning_fraction),
@@ -178,10 +182,12 @@ def draw_sessions(
     kind_weights = np.array([w for _, w in scenario.pause_mix], dtype=float)
     kind_index = rng.choice(len(kinds), size=n, p=kind_weights / kind_weights.sum()).tolist()
     counts = rng.integers(scenario.followups[0], scenario.followups[1] + 1, size=n).tolist()
+    # each kind's ranges and medians are read once per schedule, not once per session
+    per_kind = [_FollowUpDraw.of(scenario, kind) for kind in kinds]
     out: dict[int, tuple[FollowUp, ...]] = {}
     for i, block_type in enumerate(block_types):
         if draw[i] < session_p.get(block_type, 0.0):
-            out[i] = draw_followups(scenario, kinds[kind_index[i]], counts[i], rng)
+            out[i] = per_kind[kind_index[i]].draw(counts[i], rng)
     return out
 
 
@@ -190,23 +196,44 @@ def draw_followups(
 ) -> tuple[FollowUp, ...]:
     """`count` further calls of a session pausing for `kind`: pause lengths uniform over the
     scenario's range for the kind, new prompt and output lengths log-normal (`PAUSES`)."""
-    profile = PAUSES[kind]
-    lo, hi = scenario.pause_range(kind)
-    seconds = rng.integers(lo, hi + 1, size=count).tolist()
-    # `2 * count` normals are the same draws as a (count, 2) array (filled in C order) without
-    # numpy's shape handling, which cost more than the draw itself (~15 us per session).
-    normals = rng.standard_normal(2 * count).tolist()
-    return tuple(
-        FollowUp(
-            pause=kind,
-            pause_steps=scenario.pause_steps(float(seconds[j])),
-            prompt_tokens=_lognormal(profile.prompt_median, profile.prompt_sigma, normals[2 * j]),
-            output_tokens=_lognormal(
-                profile.output_median, profile.output_sigma, normals[2 * j + 1]
-            ),
+    return _FollowUpDraw.of(scenario, kind).draw(count, rng)
+
+
+@dataclass(frozen=True, slots=True)
+class _FollowUpDraw:
+    """What `draw_followups` needs to know about one pause kind in one scenario."""
+
+    kind: PauseKind
+    seconds: tuple[int, int]
+    pause_steps: Callable[[float], int]
+    profile: PauseProfile
+
+    @classmethod
+    def of(cls, scenario: Scenario, kind: PauseKind) -> _FollowUpDraw:
+        return cls(kind, scenario.pause_range(kind), scenario.pause_steps, PAUSES[kind])
+
+    def draw(self, count: int, rng: np.random.Generator) -> tuple[FollowUp, ...]:
+        lo, hi = self.seconds
+        integers = rng.integers
+        # `count` scalar draws are the same numbers as one `size=count` draw: numpy draws
+        # bounded integers from the bit generator's 32-bit stream, whose buffered half-word
+        # survives between calls (`test_schedule_digests`), and a `size` costs ~10 us per session.
+        seconds = [integers(lo, hi + 1) for _ in range(count)]
+        # `2 * count` normals are the same draws as a (count, 2) array (filled in C order)
+        # without numpy's shape handling, which cost more than the draw itself.
+        normals = rng.standard_normal(2 * count).tolist()
+        kind, pause_steps, profile = self.kind, self.pause_steps, self.profile
+        p_median, p_sigma = profile.prompt_median, profile.prompt_sigma
+        o_median, o_sigma = profile.output_median, profile.output_sigma
+        return tuple(
+            FollowUp(
+                kind,
+                pause_steps(float(seconds[j])),
+                _lognormal(p_median, p_sigma, normals[2 * j]),
+                _lognormal(o_median, o_sigma, normals[2 * j + 1]),
+            )
+            for j in range(count)
         )
-        for j in range(count)
-    )
 
 
 def _prefix_catalogue(scenario: Scenario, rng: np.random.Generator) -> list[tuple[int, ...]]:
@@ -220,7 +247,9 @@ def _prefix_catalogue(scenario: Scenario, rng: np.random.Generator) -> list[tupl
 
 
 def _lognormal(median: int, sigma: float, normal: float) -> int:
-    return int(min(16384, max(16, round(median * math.exp(sigma * normal)))))
+    """`median * exp(sigma * normal)` rounded, clipped to [16, 16384] tokens."""
+    tokens = round(median * math.exp(sigma * normal))
+    return 16 if tokens < 16 else 16384 if tokens > 16384 else tokens
 
 
 def schedule_from_requests(requests: Iterable[Request], horizon: int) -> Schedule:
