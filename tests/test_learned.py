@@ -101,3 +101,31 @@ def test_the_cross_entropy_learner_climbs_from_noop():
     assert selected > 0.5  # more than half-way from noop to int8-everything on held-out seeds
     got = np.mean([play_linear(result.weights, "hard", s) for s in seeds])
     assert (got - np.mean(noop)) / (np.mean(best) - np.mean(noop)) == pytest.approx(selected)
+
+
+def test_inputs_are_the_slot_and_global_feature_columns():
+    """`inputs` builds only the columns the policy reads; they must stay equal to the
+    Gymnasium features' (`slot_features`, `global_features`) those columns, bit for bit, on
+    observations with running, paused, offloaded and compressed sequences."""
+    from evals.serving.policies.learned import _ENTRY_IDX, _GLOBAL_IDX, inputs
+    from kv_cache_env.features import global_features, slot_features
+
+    seen: set[str] = set()
+    for name, policy in (("agent-tools", "offload-or-discard"), ("hard", "compress-first")):
+        sim = Simulator(get_scenario(name), 5)
+        rules = create(policy)
+        while not sim.done:
+            obs = sim.observe()
+            n = len(obs.entries)
+            expected = np.empty((n, len(INPUTS)))
+            expected[:, : len(_ENTRY_IDX)] = slot_features(obs, max(n, 1))[:n][:, _ENTRY_IDX]
+            expected[:, len(_ENTRY_IDX) : -1] = global_features(obs)[_GLOBAL_IDX]
+            expected[:, -1] = 1.0
+            assert np.array_equal(inputs(obs), expected), (name, sim.turn)
+            seen |= {"swapped" for e in obs.entries if e.swapped}
+            seen |= {"paused" for e in obs.entries if e.paused and not e.swapped}
+            seen |= {str(e.quantization) for e in obs.entries}
+            for action in rules.act(obs):
+                sim.apply(action)
+            sim.step()
+    assert {"swapped", "paused", "int8", "int4"} <= seen, seen

@@ -24,8 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
-from kv_cache_env.features import GLOBAL, SLOT, TOOLS, global_features, slot_features
-from kv_cache_env.sim import Action, Observation, Quantization
+from kv_cache_env.features import (
+    GLOBAL,
+    HIGH,
+    LOW,
+    SLOT,
+    TOOLS,
+    expected_left,
+    global_features,
+)
+from kv_cache_env.sim import EVICTION_VALUE, Action, BlockType, Observation, PauseKind, Quantization
 
 from .base import Policy
 
@@ -106,14 +114,61 @@ class LinearWeights:
 
 
 def inputs(obs: Observation) -> np.ndarray:
-    """(entries, len(INPUTS)): each entry's score inputs (every entry, no slot cap)."""
+    """(entries, len(INPUTS)): each entry's score inputs (every entry, no slot cap): the
+    `ENTRY_INPUTS` columns of `slot_features` (see `_entry_rows`), the `GLOBAL_INPUTS` of
+    `global_features`, and the bias."""
     n = len(obs.entries)
-    slots = slot_features(obs, max(n, 1))[:n]
     out = np.empty((n, len(INPUTS)))
-    out[:, : len(ENTRY_INPUTS)] = slots[:, _ENTRY_IDX]
+    if n:
+        block = np.array(_entry_rows(obs), dtype=np.float32)  # the same casts and clip
+        np.clip(block, LOW, HIGH, out=block)
+        out[:, : len(ENTRY_INPUTS)] = block
     out[:, len(ENTRY_INPUTS) : -1] = global_features(obs)[_GLOBAL_IDX]
     out[:, -1] = 1.0
     return out
+
+
+def _entry_rows(obs: Observation) -> list[list[float]]:
+    """`slot_features(obs)[:, ENTRY_INPUTS]` before its float32 cast: only the 19 columns the
+    policy reads, with the same expressions (the bound plays this policy in most of its
+    rollouts, and the other 12 columns were a third of its turn). A test keeps the two equal."""
+    cap = float(obs.capacity)
+    rows = []
+    for e in obs.entries:
+        pause = e.pause
+        # running, paused_gpu, then the one-hot block (pause kind, type, precision)
+        row = [pause is None, pause is not None and not e.swapped, *_ONE_HOT_ZEROS]
+        if pause is not None:
+            row[_PAUSE_AT[pause]] = 1.0
+        row[_TYPE_AT[e.block_type]] = 1.0
+        kv = _KV_AT[e.quantization]
+        if kv is not None:
+            row[kv] = 1.0
+        priority = e.priority
+        progress = e.progress
+        row += (  # the scalar inputs, in ENTRY_INPUTS order (checked below)
+            priority,
+            progress,
+            e.tokens / 8192,
+            e.private_blocks / cap,
+            e.paused_for / 15,
+            expected_left(e) / 15,
+            EVICTION_VALUE[e.block_type] * (1 - priority / 2) * (1 - progress / 2),
+        )
+        rows.append(row)
+    return rows
+
+
+_AT = {name: i for i, name in enumerate(ENTRY_INPUTS)}
+_PAUSE_AT = {k: _AT[f"pause_{k}"] for k in PauseKind}
+_TYPE_AT = {t: _AT[f"type_{t}"] for t in BlockType}
+_KV_AT = {q: _AT.get(f"kv_{q}") for q in Quantization}
+_ONE_HOT_ZEROS = (0.0,) * (_AT["priority"] - 2)
+assert ENTRY_INPUTS[:2] == ("running", "paused_gpu")
+assert ENTRY_INPUTS[_AT["priority"] :] == (
+    *("priority", "progress", "tokens", "private_blocks", "paused_for", "expected_left"),
+    "eviction_score",
+)
 
 
 def decide_linear(obs: Observation, weights: np.ndarray) -> list[Action]:
