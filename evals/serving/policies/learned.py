@@ -215,7 +215,7 @@ class LearnedPolicy(Policy):
     def act(self, obs: Observation) -> list[Action]:
         if obs.turn == 0:
             self._fp16_seen = False  # also right where reset is not called (policy server)
-        if any(e.quantization is Quantization.FP16 for e in obs.entries):
+        if not self._fp16_seen and any(e.quantization is Quantization.FP16 for e in obs.entries):
             self._fp16_seen = True
         return decide_linear(obs, self.weights.group("fp16" if self._fp16_seen else "fp8"))
 
