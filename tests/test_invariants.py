@@ -100,3 +100,26 @@ def test_an_arriving_sequence_equals_the_constructed_one():
         fast = Sequence.arriving(request, request.prompt_tokens - 16, 7, Quantization.INT8, 16)
         for f in fields(Sequence):
             assert getattr(fast, f.name) == getattr(made, f.name), f.name
+
+
+def test_capacity_floor_is_the_longest_sessions_blocks():
+    """`Schedule.max_request_blocks`: the blocks of the longest session at its full length
+    (every call's prompt and output), as the per-request ceiling it replaced computed it."""
+    import math
+
+    for name in ("hard", "agent-tools", "chat-human"):
+        for seed in range(5):
+            schedule = Simulator(get_scenario(name), seed).schedule
+            for block_size in (16, 7):
+                direct = max(
+                    math.ceil(
+                        (
+                            r.prompt_tokens
+                            + r.total_output
+                            + sum(f.prompt_tokens for f in r.followups)
+                        )
+                        / block_size
+                    )
+                    for r in schedule.requests
+                )
+                assert schedule.max_request_blocks(block_size) == direct

@@ -78,16 +78,16 @@ class Schedule:
 
     def max_request_blocks(self, block_size: int) -> int:
         """fp16 blocks the largest session needs at its full length (capacity floor)."""
-        return max(
-            (
-                math.ceil(
-                    (r.prompt_tokens + r.total_output + sum(f.prompt_tokens for f in r.followups))
-                    / block_size
-                )
-                for r in self.requests
-            ),
-            default=1,
-        )
+        # One pass over plain sums, and one ceil of the longest (ceil is monotonic), instead
+        # of a generator and a `total_output` sum per request: ~0.15 ms of a `hard` reset.
+        longest = 0
+        for r in self.requests:
+            total = r.prompt_tokens + r.output_tokens
+            for f in r.followups:
+                total += f.prompt_tokens + f.output_tokens
+            if total > longest:
+                longest = total
+        return math.ceil(longest / block_size) if self.requests else 1
 
 
 def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
