@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .block_pool import BlockPool
 from .events import BlockEvent, EventKind, Medium, Reason, Subscriber
@@ -155,11 +156,7 @@ class Engine:
         """No arrivals and no new pauses: set for the agent-free drain that ends an episode."""
         self.subscribers: list[Subscriber] = []
         self._arrivals = schedule.arrivals_by_step()
-        self._quality = {
-            (level, block_type): scenario.quality(level, block_type)
-            for level in Quantization
-            for block_type in BlockType
-        }
+        self._quality = _quality_table(scenario)
         self._prefill_budget = scenario.prefill_tokens_per_step
         self._per_block = {level: self.block_size * level.packing for level in Quantization}
 
@@ -708,6 +705,17 @@ class Engine:
                     f"{seq.seq_id} ({seq.status}) still holds blocks"
                 )
         assert pool.used <= pool.num_blocks, "usage above physical capacity"
+
+
+@lru_cache(maxsize=64)
+def _quality_table(scenario: Scenario) -> dict[tuple[Quantization, BlockType], float]:
+    """`Scenario.quality` for every precision and block type, built once per scenario (two
+    engines per reset built it, ~4 us an entry; the table is only read, so engines share it)."""
+    return {
+        (level, block_type): scenario.quality(level, block_type)
+        for level in Quantization
+        for block_type in BlockType
+    }
 
 
 _BETWEEN_CALLS = (Status.PAUSED, Status.SWAPPED, Status.DISCARDED)
