@@ -39,8 +39,9 @@ from .limits import (
     check_tokens,
     trace_seconds,
 )
-from .sim import FollowUp, PauseKind, Request, Scenario, Schedule, get_scenario
-from .sim.workload import draw_sessions
+from .sim import FollowUp, PauseKind, Scenario, Schedule, get_scenario
+from .sim.frozen import slot_constructor
+from .sim.workload import draw_sessions, make_followup, make_request
 from .trace_data import BUILTIN_TRACES, open_trace_text, resolve_trace, trace_format
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -67,6 +68,10 @@ class TraceRequest:
     input_tokens: int
     output_tokens: int
     hash_ids: tuple[int, ...] = ()
+
+
+make_trace_request = slot_constructor(TraceRequest)
+"""`TraceRequest(...)` at ~40% of the cost (`sim/frozen.py`): a trace builds one per line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +269,7 @@ def _spread(
         gap = gaps.get(timestamp, default_gap)
         for k, (when, input_tokens, output_tokens, hashes) in enumerate(bucket):
             offset = gap * k / len(bucket)
-            out.append(TraceRequest(when - t0 + offset, input_tokens, output_tokens, hashes))
+            out.append(make_trace_request(when - t0 + offset, input_tokens, output_tokens, hashes))
     return tuple(out)
 
 
@@ -414,7 +419,7 @@ def trace_schedule(trace: Trace, scenario: Scenario, seed: int, *, full: bool = 
         prompt = max(1, r.input_tokens)
         prefix = _engine_prefix(r.hash_ids, shared, trace.block_tokens, prompt)
         requests.append(
-            Request(
+            make_request(
                 seq_id=f"r{i}",
                 arrival_step=arrivals[i],
                 block_type=block_type,
@@ -450,7 +455,7 @@ def _trace_followups(
             added = max(1, turn.input_tokens - context)
             output = max(1, turn.output_tokens)
             pause = max(1, arrivals[after] - arrivals[before] - service[before])
-            steps.append(FollowUp(PauseKind.HUMAN, pause, added, output))
+            steps.append(make_followup(PauseKind.HUMAN, pause, added, output))
             context += added + output
         out[calls[0]] = tuple(steps)
     return out
