@@ -11,7 +11,9 @@ kept on a count and confirmed by `kvarena bench`'s paired timings.
 
 Each workload runs in a fresh process under cachegrind, after an untimed run that warms the
 bytecode cache; a workload's count is the process's count minus that of the same process with
-the workload skipped (imports and set-up), so only the measured part is left:
+the workload skipped (imports and set-up), so only the measured part is left; the set-up's
+objects are frozen out of the garbage collector first (`gc.freeze`), so that a change in how
+many objects the set-up leaves does not move collection work into the measured part:
 - `reset`: `Simulator(hard, seed)` (schedule, reference run, warm-up), per episode;
 - `lru`: a `hard` episode played under `lru` after its reset, drain and record included;
 - `bound`: the reference bound on a 8-turn `hard` episode (two seeds), per episode.
@@ -38,6 +40,8 @@ except ModuleNotFoundError:  # trees older than the issue-18 layout
     import evals.policies as policies
 from kv_cache_env.sim import Simulator, get_scenario
 
+import gc
+
 what, run, episodes = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
 hard = get_scenario("hard")
 policies.create("bound")  # imports what the bound's pool needs, in the skipped part too
@@ -57,6 +61,7 @@ if what == "reset" and run:
         Simulator(hard, seed)
 elif what == "lru":
     sims = [Simulator(hard, seed) for seed in range(7000, 7000 + episodes)]
+    gc.freeze()  # the set-up's objects: not traversed by the measured part's collections
     if run:
         for sim in sims:
             policy = policies.create("lru")
@@ -65,6 +70,7 @@ elif what == "lru":
 elif what == "bound":
     short = hard.with_options(steps=8)
     sims = [Simulator(short, seed) for seed in (11, 12)]  # BOUND_EPISODES
+    gc.freeze()
     if run:
         for sim in sims:
             policy = policies.create("bound")

@@ -52,6 +52,7 @@ from functools import lru_cache
 
 from .block_pool import BlockPool
 from .events import BlockEvent, EventKind, Medium, Reason, Subscriber
+from .frozen import slot_constructor
 from .scenario import Scenario
 from .sequence import Sequence
 from .types import RETENTION_PRIORITY, BlockType, Quantization, Status
@@ -92,6 +93,9 @@ class Eviction:
     freed_blocks: int
     paused: bool = False
     """True when the session was paused between calls (its KV was idle)."""
+
+
+_make_step_stats = slot_constructor(StepStats)
 
 
 class _Tally:
@@ -298,7 +302,7 @@ class Engine:
         self._admit(tally)
         self._fail_expired(tally)
         self._arrive()
-        stats = StepStats(
+        stats = _make_step_stats(  # StepStats(...), built faster (one per step)
             step=self.t,
             tokens=tally.tokens,
             effective_tokens=tally.effective,
