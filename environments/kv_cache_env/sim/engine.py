@@ -96,6 +96,7 @@ class Eviction:
 
 
 _make_step_stats = slot_constructor(StepStats)
+_make_eviction = slot_constructor(Eviction)
 
 
 class _Tally:
@@ -239,7 +240,7 @@ class Engine:
         else:
             seq.status = Status.DISCARDED
         self.evictions.append(
-            Eviction(
+            _make_eviction(  # Eviction(...), built faster
                 self.t,
                 seq.seq_id,
                 seq.block_type,

@@ -31,6 +31,7 @@ import numpy as np
 from .actions import Action, ActionResult
 from .engine import Engine, StepStats
 from .events import Subscriber
+from .frozen import slot_constructor
 from .observation import Observation, Table, build_observation
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
 from .scenario import Scenario
@@ -39,6 +40,9 @@ from .types import Quantization, Status
 from .workload import Schedule, synthesize
 
 UNLIMITED_BLOCKS = 1 << 40
+
+_make_resident = slot_constructor(ResidentRecord)  # ResidentRecord(...), built faster
+_make_eviction_record = slot_constructor(EvictionRecord)
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +308,7 @@ class Simulator:
             share = shares.get(key)
             if share is None:
                 share = shares[key] = unit * sum(1 / counts[h] for h in chain[: seq.prefix_held])
-            residents.append(ResidentRecord(seq.seq_id, seq.block_type, seq.gpu_blocks + share))
+            residents.append(_make_resident(seq.seq_id, seq.block_type, seq.gpu_blocks + share))
         return tuple(residents)
 
     def record(self) -> EpisodeRecord:
@@ -314,7 +318,7 @@ class Simulator:
         drain = self._drain
         residents = self._residents if self.done else self._resident_snapshot()
         evictions = tuple(
-            EvictionRecord(
+            _make_eviction_record(  # EvictionRecord(...), built faster
                 e.step - warmup,
                 e.seq_id,
                 e.block_type,
