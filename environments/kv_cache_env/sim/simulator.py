@@ -34,6 +34,7 @@ from .events import Subscriber
 from .frozen import slot_constructor
 from .observation import Observation, Table, build_observation
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
+from .reference import Reference, run_reference
 from .scenario import Scenario
 from .sequence import Sequence
 from .types import Quantization, Status
@@ -45,24 +46,9 @@ _make_resident = slot_constructor(ResidentRecord)  # ResidentRecord(...), built 
 _make_eviction_record = slot_constructor(EvictionRecord)
 
 
-@dataclass(frozen=True, slots=True)
-class Reference:
-    """What an engine with unlimited memory does over the same schedule, with no agent."""
-
-    peak_blocks: int
-    tokens: int
-    """Tokens generated during the scored turns."""
-    block_steps: int
-    """Blocks held, summed over the scored turns."""
-    drain_tokens: int = 0
-    """Tokens generated during its drain."""
-    ideal_block_steps: float = 0.0
-    """Over the scored turns, the blocks an ideal server would hold: only the private KV read
-    in the step (sequences that computed) at the most compact precision (int4), plus the prefix
-    blocks in use. The floor of `memory_efficiency`."""
-
-
-def run_reference(scenario: Scenario, schedule: Schedule) -> Reference:
+def run_reference_stepwise(scenario: Scenario, schedule: Schedule) -> Reference:
+    """The reference played by the engine itself, step by step (`reference.run_reference`, which
+    every reset runs, is its specialised equivalent; tests hold the two equal)."""
     engine = Engine(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
     engine.cpu_capacity = 0
     tokens = block_steps = 0
