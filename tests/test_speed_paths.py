@@ -23,14 +23,15 @@ def _episodes():
 @pytest.mark.parametrize("episode", list(_episodes()), ids=lambda e: e[0].name)
 def test_the_reference_mode_gives_the_plain_engines_reference(episode, monkeypatch):
     scenario, schedule = episode
-    lean = run_reference(scenario, schedule)
+    lean = simulator_module.run_reference_stepwise(scenario, schedule)
+    assert run_reference(scenario, schedule) == lean  # the specialised run (sim/reference.py)
     plain_engine = simulator_module.Engine
 
     def plain(*args, reference=False):
         return plain_engine(*args)  # an ordinary engine: LRU cache, every request indexed
 
     monkeypatch.setattr(simulator_module, "Engine", plain)
-    assert run_reference(scenario, schedule) == lean
+    assert simulator_module.run_reference_stepwise(scenario, schedule) == lean
 
 
 def test_a_pool_built_without_reclaims_refuses_to_reclaim():
