@@ -51,7 +51,7 @@ class Reference:
 class _Run:
     """One admitted request while the reference serves it (the part of `Sequence` it reads)."""
 
-    __slots__ = ("call", "first_token_by", "followups", "gpu", "hashes", "key", "on", "priv")
+    __slots__ = ("call", "followups", "gpu", "hashes", "key", "on", "priv")
     __slots__ += ("rate", "remaining", "todo")
 
     def __init__(
@@ -72,8 +72,6 @@ class _Run:
         """`Sequence.prefill_remaining`."""
         self.gpu = 0
         """Private GPU blocks (`Sequence.gpu_blocks`)."""
-        self.first_token_by = -1
-        """`Sequence.first_token_by`: a resumed call fails if no token comes by this step."""
         self.on = True
         """In the running set (False once paused, finished or failed)."""
         self.key: object = None
@@ -123,7 +121,7 @@ def _play(scenario: Scenario, schedule: Schedule, *, by_chain: bool) -> Referenc
     the per-hash work of `hard`). Otherwise the key is the request's own run (per holder, as the
     pool counts)."""
     private = 0
-    """`BlockPool.num_private`."""
+    """`BlockPool.num_private` (recounted after each compute, see there)."""
     peak = 0
     running: list[_Run] = []
     """In (re)entry order, as `Engine.running`: the prefill budget goes first come first."""
@@ -131,8 +129,12 @@ def _play(scenario: Scenario, schedule: Schedule, *, by_chain: bool) -> Referenc
     """Paused sessions by the step their next call arrives, each list in pause order (the order
     `Engine.paused` keeps them; every one returns exactly at its `resume_step`)."""
     paused = 0
-    pending: list[_Run] = []
-    """Resumed calls that may still await their first token (the only ones that can time out)."""
+    paused_gpu = 0
+    """Private blocks of the paused sessions."""
+    pending: list[tuple[_Run, int, int]] = []
+    """Resumed calls that may still await their first token (the only ones that can time out),
+    each with its deadline (`first_token_by`) and the tokens its call asked for: the first token
+    has come exactly when `todo` fell below that (so the hot loop stamps nothing)."""
 
     tokens = block_steps = drain_tokens = 0
     ideal = 0.0
@@ -153,68 +155,70 @@ def _play(scenario: Scenario, schedule: Schedule, *, by_chain: bool) -> Referenc
                 run.todo = follow.output_tokens
                 run.priv += follow.prompt_tokens
                 run.remaining = follow.prompt_tokens
-                run.first_token_by = t + max_wait
                 run.on = True
+                paused_gpu -= run.gpu
                 running.append(run)
-                pending.append(run)
+                pending.append((run, t + max_wait, follow.output_tokens))
         # 2. compute (`Engine._compute`) and 3. its completion test (`Engine._complete`) in one
         # pass: a sequence's completion depends only on its own compute, and the frees of the
         # completed are applied after the pass (as `_complete` does), so the peak is unchanged.
+        # A sequence's KV only grows here (no preemption or compression), so its blocks after
+        # the step are ceil(kv / per_block), never fewer than before, and the private blocks
+        # after compute are those of the sequences that computed (`active`), of those the
+        # budget left waiting (`starved`) and of the paused: no per-sequence allocation count.
         budget = prefill_budget
-        step_tokens = active = 0
-        still: list[_Run] = []
-        keep = still.append
+        step_tokens = active = starved = 0
         done: list[_Run] = []
         for run in running:
             remaining = run.remaining
+            todo = run.todo
             if remaining:
                 if not budget:
-                    keep(run)
+                    starved += run.gpu
                     continue
                 take = budget if budget < remaining else remaining
                 # the step that ends the prompt emits a token (unless the call asks for none)
-                n = 1 if take == remaining and run.todo > 0 else 0
-                left = remaining - take
+                n = 1 if take == remaining and todo > 0 else 0
+                remaining -= take
                 priv = run.priv + n
-                kv = priv - left if left < priv else 0
+                kv = priv - remaining if remaining < priv else 0
                 budget -= take
-                run.remaining = left
+                run.remaining = remaining
             else:
                 # decoding: nothing to prefill, all the private context has KV
-                n = run.todo
-                if run.rate < n:
-                    n = run.rate
+                n = run.rate
+                if todo < n:
+                    n = todo
                 kv = priv = run.priv + n
             blocks = -(-kv // per_block)
-            if blocks > run.gpu:
-                private += blocks - run.gpu
-                run.gpu = blocks
+            run.gpu = blocks
+            active += blocks
             if n:
-                run.first_token_by = -1
                 run.priv = priv
-                run.todo -= n
+                todo -= n
+                run.todo = todo
                 step_tokens += n
-            active += run.gpu
-            if run.remaining or run.todo > 0:
-                keep(run)
-            else:
+            if not remaining and todo <= 0:
                 done.append(run)
         # Used blocks only grow during compute, so its end is the step's compute peak (the pool
         # notes it at every allocation; no allocation leaves it at an earlier, noted value).
+        private = active + starved + paused_gpu
         used = private + len(counts) * unit
         if used > peak:
             peak = used
-        running = still
-        for run in done:
-            run.on = False
-            if run.call < len(run.followups) and not draining:
-                resume = t + 1 + run.followups[run.call].pause_steps
-                returns.setdefault(resume, []).append(run)
-                paused += 1
-                continue
-            private -= run.gpu  # `Engine._finish`: private blocks freed, prefix released
-            if run.hashes:
-                _release(run, holders, counts)
+        if done:
+            for run in done:
+                run.on = False
+                if run.call < len(run.followups) and not draining:
+                    resume = t + 1 + run.followups[run.call].pause_steps
+                    returns.setdefault(resume, []).append(run)
+                    paused += 1
+                    paused_gpu += run.gpu
+                    continue
+                private -= run.gpu  # `Engine._finish`: private blocks freed, prefix released
+                if run.hashes:
+                    _release(run, holders, counts)
+            running = [run for run in running if run.on]
         # 4. admit (`Engine._try_admit`; never refused): prefix hits shorten the prefill
         for request in waiting:
             hashes = request.prefix_hashes
@@ -244,11 +248,12 @@ def _play(scenario: Scenario, schedule: Schedule, *, by_chain: bool) -> Referenc
         # 5. fail (`Engine._fail_expired`): resumed calls whose first token is late
         if pending:
             watch = []
-            for run in pending:
-                if not run.on or run.first_token_by < 0:
+            for entry in pending:
+                run, deadline, asked = entry
+                if not run.on or run.todo != asked:
                     continue  # served its first token, or left the running set
-                if run.first_token_by >= t:
-                    watch.append(run)
+                if deadline >= t:
+                    watch.append(entry)
                     continue
                 running.remove(run)
                 run.on = False
