@@ -127,13 +127,15 @@ def run_speed(
         ]
         if r == 0:
             jobs.append(("memory", lambda t: _probe(t, "memory", "--trace", trace)))
-            if bound_episodes:
-                jobs.append(
-                    (
-                        "bound",
-                        lambda t: _probe(t, "bound", "--seed", 500, "--episodes", bound_episodes),
-                    )
+        if bound_episodes:  # every repeat (on its own seeds): one run of 6 episodes moved ±15%
+            jobs.append(
+                (
+                    "bound",
+                    lambda t, s=500 + 100 * r: _probe(
+                        t, "bound", "--seed", s, "--episodes", bound_episodes
+                    ),
                 )
+            )
         for index, (_, job) in enumerate(jobs):
             order = list(sides.items())
             if (r + index) % 2:
