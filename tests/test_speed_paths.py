@@ -51,6 +51,14 @@ def test_release_counts_the_blocks_it_frees():
     assert pool.release_prefix([1, 2]) == 2
 
 
+def _random_calls(sim, entries, rng) -> None:
+    """0-2 random evict / compress / swap calls on the observed `entries` (valid or not)."""
+    for _ in range(int(rng.integers(0, 3))):
+        if entries:
+            target = entries[int(rng.integers(0, len(entries)))].seq_id
+            sim.apply(make_action(("evict", "compress", "swap")[int(rng.integers(0, 3))], target))
+
+
 @pytest.mark.parametrize("name", ["hard", "agent-tools", "chat-human"])
 def test_observed_frees_and_order_match_the_engine(name):
     """`frees` is counted once per prefix chain; check it against the engine's own count for
@@ -65,12 +73,7 @@ def test_observed_frees_and_order_match_the_engine(name):
             assert entry.progress == round(seqs[entry.seq_id].progress, 2)
         keys = [(-e.gpu_cost, e.seq_id) for e in obs.entries]
         assert keys == sorted(keys)
-        for _ in range(int(rng.integers(0, 3))):
-            if obs.entries:
-                target = obs.entries[int(rng.integers(0, len(obs.entries)))].seq_id
-                sim.apply(
-                    make_action(("evict", "compress", "swap")[int(rng.integers(0, 3))], target)
-                )
+        _random_calls(sim, obs.entries, rng)
         sim.step()
 
 
@@ -106,12 +109,7 @@ def test_a_lazy_table_is_the_eager_one(name):
         assert pickle.loads(pickle.dumps(lazy)) == lazy
         assert lazy == dataclasses.replace(eager, candidates=None)
         held.append((sim.observe(hints=False), eager.entries))  # read only after the episode
-        for _ in range(int(rng.integers(0, 3))):
-            if eager.entries:
-                target = eager.entries[int(rng.integers(0, len(eager.entries)))].seq_id
-                sim.apply(
-                    make_action(("evict", "compress", "swap")[int(rng.integers(0, 3))], target)
-                )
+        _random_calls(sim, eager.entries, rng)
         sim.step()
     for obs, entries in held:
         assert obs.entries == entries
