@@ -38,9 +38,10 @@ class BlockPool:
 
     def __init__(self, num_blocks: int, unit: int = 1, *, reclaims: bool = True) -> None:
         """`reclaims=False` promises the pool never runs short of free blocks (the reference
-        engine's unlimited pool), so no cached block is ever reclaimed and `cached` needs no
-        LRU order: a plain dict, about half the memory of an OrderedDict for the ~180 k cached
-        hashes of a full Mooncake replay. A reclaim from it fails loudly."""
+        engine played step by step, `simulator.run_reference_stepwise`), so no cached block is
+        ever reclaimed and `cached` needs no LRU order: a plain dict, about half the memory of
+        an OrderedDict for the ~180 k cached hashes of a full Mooncake replay. A reclaim from
+        it fails loudly."""
         if num_blocks < 1:
             raise ValueError(f"a block pool needs at least 1 block, got {num_blocks}")
         if unit < 1:

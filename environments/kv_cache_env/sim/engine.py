@@ -130,11 +130,12 @@ class Engine:
     def __init__(
         self, scenario: Scenario, schedule: Schedule, capacity: int, *, reference: bool = False
     ) -> None:
-        """`reference=True`: the unconstrained reference run, which saves memory (a full
-        Mooncake replay's reference otherwise holds ~13 MiB it never reads): `capacity` is
-        never reached, so its pool keeps cached blocks without LRU order (see `BlockPool`), and
-        nobody looks its requests up by id, so `sequences` stays empty and finished requests
-        are freed."""
+        """`reference=True`: the unconstrained reference run played step by step
+        (`simulator.run_reference_stepwise`, the oracle of the specialised `reference.py` that
+        resets run), which saves memory (a full Mooncake replay's reference otherwise holds
+        ~13 MiB it never reads): `capacity` is never reached, so its pool keeps cached blocks
+        without LRU order (see `BlockPool`), and nobody looks its requests up by id, so
+        `sequences` stays empty and finished requests are freed."""
         self.scenario = scenario
         self.schedule = schedule
         self.block_size = scenario.block_size
