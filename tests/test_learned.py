@@ -107,8 +107,10 @@ def test_inputs_are_the_slot_and_global_feature_columns():
     """`inputs` builds only the columns the policy reads; they must stay equal to the
     Gymnasium features' (`slot_features`, `global_features`) those columns, bit for bit, on
     observations with running, paused, offloaded and compressed sequences."""
-    from evals.serving.policies.learned import _ENTRY_IDX, _GLOBAL_IDX, inputs
-    from kv_cache_env.features import global_features, slot_features
+    from evals.serving.policies.learned import _GLOBAL_IDX, ENTRY_INPUTS, inputs
+    from kv_cache_env.features import SLOT, global_features, slot_features
+
+    entry_columns = np.array([SLOT[n] for n in ENTRY_INPUTS])  # the slot columns it reads
 
     seen: set[str] = set()
     for name, policy in (("agent-tools", "offload-or-discard"), ("hard", "compress-first")):
@@ -118,8 +120,8 @@ def test_inputs_are_the_slot_and_global_feature_columns():
             obs = sim.observe()
             n = len(obs.entries)
             expected = np.empty((n, len(INPUTS)))
-            expected[:, : len(_ENTRY_IDX)] = slot_features(obs, max(n, 1))[:n][:, _ENTRY_IDX]
-            expected[:, len(_ENTRY_IDX) : -1] = global_features(obs)[_GLOBAL_IDX]
+            expected[:, : len(entry_columns)] = slot_features(obs, max(n, 1))[:n][:, entry_columns]
+            expected[:, len(entry_columns) : -1] = global_features(obs)[_GLOBAL_IDX]
             expected[:, -1] = 1.0
             assert np.array_equal(inputs(obs), expected), (name, sim.turn)
             seen |= {"swapped" for e in obs.entries if e.swapped}

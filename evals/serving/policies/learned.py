@@ -28,7 +28,6 @@ from kv_cache_env.features import (
     GLOBAL,
     HIGH,
     LOW,
-    SLOT,
     TOOLS,
     expected_left,
     global_features,
@@ -73,7 +72,6 @@ GLOBAL_INPUTS: tuple[str, ...] = (
 )
 INPUTS: tuple[str, ...] = (*ENTRY_INPUTS, *(f"g_{n}" for n in GLOBAL_INPUTS), "bias")
 """The inputs of each tool's score, in weight-column order."""
-_ENTRY_IDX = np.array([SLOT[n] for n in ENTRY_INPUTS])
 _GLOBAL_IDX = np.array([GLOBAL[n] for n in GLOBAL_INPUTS])
 
 
