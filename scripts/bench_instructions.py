@@ -16,6 +16,8 @@ objects are frozen out of the garbage collector first (`gc.freeze`), so that a c
 many objects the set-up leaves does not move collection work into the measured part:
 - `reset`: `Simulator(hard, seed)` (schedule, reference run, warm-up), per episode;
 - `lru`: a `hard` episode played under `lru` after its reset, drain and record included;
+- `mooncake`: the full Mooncake conversation trace replayed under `lru` (reset and episode;
+  the trace's load and schedule are set-up), per replay;
 - `bound`: the reference bound on a 8-turn `hard` episode (two seeds), per episode.
 Needs valgrind on the PATH; not run in CI.
 """
@@ -67,6 +69,18 @@ elif what == "lru":
             policy = policies.create("lru")
             policy.reset(sim.seed)
             play(sim, policy)
+elif what == "mooncake":
+    from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
+
+    loaded = load_trace("mooncake-conversation")
+    whole = trace_scenario(loaded, full=True)
+    schedule = trace_schedule(loaded, whole, 0, full=True)
+    gc.freeze()
+    if run:
+        sim = Simulator(whole, 0, schedule=schedule)
+        policy = policies.create("lru")
+        policy.reset(0)
+        play(sim, policy)
 elif what == "bound":
     short = hard.with_options(steps=8)
     sims = [Simulator(short, seed) for seed in (11, 12)]  # BOUND_EPISODES
@@ -78,7 +92,7 @@ elif what == "bound":
             play(sim, policy)
 """
 
-WORKLOADS = ("bound", "lru", "reset")
+WORKLOADS = ("bound", "lru", "mooncake", "reset")
 BOUND_EPISODES = 2
 
 
@@ -107,7 +121,7 @@ def measure(tree: Path, what: str, episodes: int) -> float:
         [sys.executable, "-c", WORKLOAD, what, "0", "1"], cwd=tree, env=env, check=True
     )
     work = _count(tree, what, True, episodes) - _count(tree, what, False, episodes)
-    return work / (BOUND_EPISODES if what == "bound" else episodes) / 1e6
+    return work / {"bound": BOUND_EPISODES, "mooncake": 1}.get(what, episodes) / 1e6
 
 
 def main() -> None:
