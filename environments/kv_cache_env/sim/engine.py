@@ -476,18 +476,13 @@ class Engine:
                     seq.status = Status.PAUSED
                     seq.paused_since = t + 1
                     seq.resume_step = t + 1 + seq.request.followups[seq.call].pause_steps
-                    seq.hotness *= 0.5
                     self.paused.append(seq)
                     continue
                 self._finish(seq)
                 tally.completed += 1
             else:
-                seq.hotness = 0.5 * seq.hotness + (0.5 if seq.last_access_step == t else 0.0)
                 append(seq)
         self.running = still_running
-        for seq in self.paused:
-            if seq.paused_since <= t:
-                seq.hotness *= 0.5
 
     def _finish(self, seq: Sequence) -> None:
         self.pool.free(seq.gpu_blocks)

@@ -15,7 +15,7 @@ unlimited memory the engine never takes most of its paths, and this loop leaves 
 - no preemption (`_make_room`), no reclaim of cached prefix blocks, no swap (the reference's
   CPU capacity is 0), no compression: every sequence stays at the base precision and its KV only
   grows, so a paused session keeps its blocks on the GPU and returns straight to running;
-- no subscribers, events, evictions, per-step `StepStats`, hotness or last-access stamps, and no
+- no subscribers, events, evictions, per-step `StepStats` or last-access stamps, and no
   `Sequence` objects: a `_Run` holds only the fields the step reads.
 
 Block accounting follows `BlockPool`: used blocks are the private ones plus `unit` blocks per

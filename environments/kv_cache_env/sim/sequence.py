@@ -1,7 +1,9 @@
 """A request's mutable state while the engine serves it: seed 003's `CacheEntry`, and more.
 
 Every `CacheEntry` field of seed 003 is here (stored, or derived as a property so it can never
-disagree with the state it describes). Fields marked "engine" should only be changed by
+disagree with the state it describes) but `hotness`, an exponential average of "accessed this
+step": nothing read it (the observation shows `last_access`; policies, features and the rubric
+never used it), and keeping it cost an update of every running and paused sequence every step. Fields marked "engine" should only be changed by
 `Engine`; everyone else reads them.
 """
 
@@ -51,8 +53,6 @@ class Sequence:
     """How many leading blocks of `request.prefix_hashes` it references (all, or 0). engine"""
     last_access_step: int = -1
     """Last engine step its KV was read (prefill or decode)."""
-    hotness: float = 0.0
-    """Exponential moving average (alpha 0.5) of "accessed this step"."""
     admitted_order: int = -1
     """Admission counter value at its last admission (larger = newer). engine"""
     preemptions: int = 0
@@ -99,7 +99,6 @@ class Sequence:
         new.cpu_blocks = 0
         new.prefix_held = 0
         new.last_access_step = -1
-        new.hotness = 0.0
         new.admitted_order = -1
         new.preemptions = 0
         new.total_output = request.total_output
@@ -128,7 +127,6 @@ class Sequence:
         new.cpu_blocks = self.cpu_blocks
         new.prefix_held = self.prefix_held
         new.last_access_step = self.last_access_step
-        new.hotness = self.hotness
         new.admitted_order = self.admitted_order
         new.preemptions = self.preemptions
         new.total_output = self.total_output
