@@ -382,13 +382,15 @@ class Engine:
         per_block_of = self._per_block
         base_level = self.base_level
         running_status = Status.RUNNING
+        # Whether the fallback preempted in this step: only then can a later sequence of the
+        # loop have left the running set (a flag test instead of a status read per sequence).
+        preempted = False
         tokens = 0
         effective = 0.0
         active = 0
         for seq in tuple(self.running):
-            if seq.status is not running_status:
+            if preempted and seq.status is not running_status:
                 continue  # preempted earlier in this loop
-            request = seq.request
             remaining = seq.prefill_remaining
             generated = seq.generated
             level = seq.quantization_level
@@ -407,10 +409,12 @@ class Engine:
                 # decoding (most sequences, most steps): nothing left to prefill, so all of the
                 # private context has KV and the budget and `prefill_remaining` are untouched
                 n = seq.call_end - generated
-                if request.decode_rate < n:
-                    n = request.decode_rate
+                rate = seq.request.decode_rate
+                if rate < n:
+                    n = rate
                 kv = seq.private_prompt + generated + n
-            need = -(-kv // per_block_of[level]) - seq.gpu_blocks
+            gpu = seq.gpu_blocks
+            need = -(-kv // per_block_of[level]) - gpu
             if need > 0:
                 if need <= pool.num_free:
                     # Fast path of `pool.allocate(need)`: fresh blocks only, nothing reclaimed,
@@ -422,14 +426,16 @@ class Engine:
                         pool.peak_used = used
                 else:
                     if need > pool.available:
+                        preempted = True
                         self._make_room(need, seq, tally)
                         if seq.status is not running_status:
                             continue
                     self._reclaimed(pool.allocate(need))
                 if self.subscribers:
-                    start = seq.prefix_tokens + min(seq.gpu_blocks * per_block_of[level], kv)
+                    start = seq.prefix_tokens + min(gpu * per_block_of[level], kv)
                     self._emit("stored", "gpu", "grow", seq, need, (start, seq.prefix_tokens + kv))
-                seq.gpu_blocks += need
+                gpu += need
+                seq.gpu_blocks = gpu
             if remaining:  # (after the allocation: a sequence preempted by it takes nothing)
                 budget -= take
                 seq.prefill_remaining = left
@@ -441,8 +447,8 @@ class Engine:
             if level is base_level:
                 effective += n  # quality 1.0 at the base precision: n * 1.0 == n, no lookup
             else:
-                effective += n * quality[level, request.block_type]
-            active += seq.gpu_blocks
+                effective += n * quality[level, seq.request.block_type]
+            active += gpu
         tally.tokens += tokens
         tally.effective += effective
         return active
