@@ -197,6 +197,13 @@ def bench_command(
         Path | None,
         typer.Option(help="Worktree of an older commit, measured beside this one (ratios)."),
     ] = None,
+    naive: Annotated[
+        Path | None,
+        typer.Option(
+            help="Speed table: the naive replay script timed as the machine's yardstick "
+            "(default: shared/tools/naive_replay.py beside the checkout, when there)."
+        ),
+    ] = None,
     repeats: Annotated[int, typer.Option(min=1, help="Speed table: paired repeats.")] = 3,
     bound_episodes: Annotated[int, typer.Option(min=0, help="Speed table: bound episodes.")] = 6,
     speed_episodes: Annotated[
@@ -208,17 +215,22 @@ def bench_command(
     from kv_cache_env.trace_data import resolve_trace
 
     from .bench import run_bench
-    from .speed import run_speed, speed_table
+    from .speed import NAIVE_REPLAY, run_speed, speed_table
 
     if not resolve_trace(trace).is_file():
         raise InputError(f"{trace}: no such trace file")
     if before is not None and not (before / "environments" / "kv_cache_env").is_dir():
         raise InputError(f"{before}: not a kvcache-arena worktree (git worktree add --detach ...)")
+    if naive is not None and not naive.is_file():
+        raise InputError(f"--naive {naive}: no such file")
+    if naive is None and NAIVE_REPLAY.is_file():
+        naive = NAIVE_REPLAY
     figures = run_bench(episodes=episodes, trace=trace, progress=None if as_json else console)
     if speed:
         figures["speed"] = run_speed(
             before=before,
             trace=trace,
+            naive=naive,
             repeats=repeats,
             hard_episodes=speed_episodes,
             bound_episodes=bound_episodes,

@@ -33,6 +33,10 @@ PROBE = Path(__file__).resolve().parent / "speed_probe.py"
 TARGETS: tuple[tuple[str, str, float], ...] = (
     ("mooncake.replay_s", "<=", 0.27),
     ("mooncake.whole_process_s", "<=", 0.6),
+    # the same two against the issue's yardstick run on this machine: 0.27 s and 0.6 s were set
+    # where the naive replay took 0.29 s
+    ("mooncake.replay_over_naive", "<=", round(0.27 / 0.29, 2)),
+    ("mooncake.whole_process_over_naive", "<=", round(0.6 / 0.29, 2)),
     ("ratio:hard.lru.turns_per_s", ">=", 3.0),
     ("hard.reset_ms_median", "<=", 1.0),
     ("bound.100_hard_episodes_2_cores_s_estimate", "<=", 120.0),
@@ -40,6 +44,12 @@ TARGETS: tuple[tuple[str, str, float], ...] = (
     ("vector.speedup_2_workers", ">=", 1.8),
 )
 """Issue 13's targets, checked on the after column."""
+
+NAIVE_REPLAY = HERE.parent / "shared" / "tools" / "naive_replay.py"
+"""The issue's yardstick (`naive_replay.py TRACE CAPACITY_BLOCKS`: a 71-line pure-Python paged
+replay doing the same block accounting), where the checkout sits beside the project's `shared/`
+folder. The issue's absolute targets were set on another machine; the naive replay's time on
+this one turns them into ratios that travel."""
 
 
 def _environment(tree: Path) -> dict[str, str]:
@@ -93,23 +103,86 @@ def _whole_process(tree: Path, trace: str) -> dict[str, Any]:
     return {"mooncake.whole_process_s": elapsed}
 
 
+def _naive_replay(script: Path, trace_file: Path, capacity: int) -> float:
+    """CPU time (user + system) of the naive replay of `trace_file` as a fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [sys.executable, str(script), str(trace_file), str(capacity)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"the naive replay {script} failed:\n{done.stderr[-2000:]}")
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def _plain_copy(trace: str, folder: Path) -> Path:
+    """The trace as the naive replay reads it: an uncompressed `.jsonl` or `.csv` file."""
+    from kv_cache_env.trace_data import open_trace_text, resolve_trace, trace_format
+
+    path = resolve_trace(trace)
+    copy = folder / f"trace{trace_format(path)}"
+    with open_trace_text(path) as source, copy.open("w", encoding="utf-8") as out:
+        out.write(source.read())
+    return copy
+
+
 def run_speed(
     *,
     before: Path | None,
     trace: str,
+    naive: Path | None = None,
     repeats: int = 3,
     hard_episodes: int = 200,
     bound_episodes: int = 6,
     vector_episodes: int = 64,
     tick: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
-    """The table: {"after": figures, "before": figures, "ratio": after/before, "targets": ...}."""
+    """The table: {"after": figures, "before": figures, "ratio": after/before, "targets": ...}.
+    `naive`: the naive replay script, timed once per repeat on the capacity this tree's replay
+    used (the yardstick of the `*_over_naive` figures); None: not measured."""
     sides = {"after": HERE} | ({"before": before} if before is not None else {})
+    with tempfile.TemporaryDirectory() as folder:
+        plain = _plain_copy(trace, Path(folder)) if naive is not None else None
+        samples = _measure(
+            sides,
+            trace=trace,
+            yardstick=(naive, plain) if naive is not None and plain is not None else None,
+            repeats=repeats,
+            hard_episodes=hard_episodes,
+            bound_episodes=bound_episodes,
+            vector_episodes=vector_episodes,
+            tick=tick,
+        )
+    settings = {
+        "repeats": repeats,
+        "hard_episodes": hard_episodes,
+        "bound_episodes": bound_episodes,
+        "vector_episodes": vector_episodes,
+    }
+    return _table(settings, sides, samples)
+
+
+def _measure(
+    sides: dict[str, Path],
+    *,
+    trace: str,
+    yardstick: tuple[Path, Path] | None,
+    repeats: int,
+    hard_episodes: int,
+    bound_episodes: int,
+    vector_episodes: int,
+    tick: Callable[[], None],
+) -> dict[str, dict[str, list[Any]]]:
+    """Every figure's samples per side (and the naive replay's, under "yardstick": the
+    script and the plain trace file it reads)."""
     for tree in sides.values():
         # warm the bytecode caches: the first import of a module compiles it, and the whole
         # process run imports the most (the command's own modules load lazily)
         _whole_process(tree, trace)
-    samples: dict[str, dict[str, list[Any]]] = {name: {} for name in sides}
+    samples: dict[str, dict[str, list[Any]]] = {name: {} for name in (*sides, "yardstick")}
     for r in range(repeats):
         seed = 10_000 * (r + 1)
         jobs: list[tuple[str, Callable[[Path], dict[str, Any]]]] = [
@@ -151,14 +224,13 @@ def run_speed(
             )
             key = f"vector.workers_{workers}_steps_per_s"
             samples["after"].setdefault(key, []).append(figures["steps_per_s"])
+        if yardstick is not None:
+            capacity = samples["after"]["mooncake.capacity_blocks"][-1]
+            samples["yardstick"].setdefault("naive.replay_s", []).append(
+                _naive_replay(*yardstick, capacity)
+            )
         tick()
-    settings = {
-        "repeats": repeats,
-        "hard_episodes": hard_episodes,
-        "bound_episodes": bound_episodes,
-        "vector_episodes": vector_episodes,
-    }
-    return _table(settings, sides, samples)
+    return samples
 
 
 def _table(
@@ -168,6 +240,15 @@ def _table(
     table: dict[str, Any] = settings | {"trees": {name: str(tree) for name, tree in sides.items()}}
     for name, figures in samples.items():
         table[name] = {key: _median(values) for key, values in figures.items()}
+    naive = table.pop("yardstick").get("naive.replay_s")
+    if naive:
+        table["naive_replay_s"] = naive
+        for name in sides:
+            figures = table[name]
+            figures["mooncake.replay_over_naive"] = figures["mooncake.replay_s"] / naive
+            figures["mooncake.whole_process_over_naive"] = (
+                figures["mooncake.whole_process_s"] / naive
+            )
     after = table["after"]
     if "bound.hard_episode_s_median" in after:
         after["bound.100_hard_episodes_2_cores_s_estimate"] = (
@@ -238,6 +319,8 @@ def speed_table(speed: dict[str, Any]) -> Table:
             "" if target is None else f"{target['target']} {'met' if target['met'] else 'MISSED'}"
         )
         table.add_row(*row)
+    if "naive_replay_s" in speed:
+        table.caption = f"yardstick: the naive replay took {speed['naive_replay_s']:.3f} s"
     return table
 
 

@@ -105,6 +105,7 @@ def mooncake(seed: int, episodes: int, trace: str) -> dict[str, Any]:
     return {
         "mooncake.requests": len(loaded.requests),
         "mooncake.steps": scenario.steps,
+        "mooncake.capacity_blocks": sim.capacity,
         "mooncake.load_s": loaded_at - start,
         "mooncake.replay_s": end - loaded_at,
         "mooncake.load_and_replay_s": end - start,

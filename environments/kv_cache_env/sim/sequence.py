@@ -3,8 +3,8 @@
 Every `CacheEntry` field of seed 003 is here (stored, or derived as a property so it can never
 disagree with the state it describes) but `hotness`, an exponential average of "accessed this
 step": nothing read it (the observation shows `last_access`; policies, features and the rubric
-never used it), and keeping it cost an update of every running and paused sequence every step. Fields marked "engine" should only be changed by
-`Engine`; everyone else reads them.
+never used it), and keeping it cost an update of every running and paused sequence every step.
+Fields marked "engine" should only be changed by `Engine`; everyone else reads them.
 """
 
 from __future__ import annotations
