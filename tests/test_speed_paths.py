@@ -11,7 +11,7 @@ from kv_cache_env.features import growth_blocks
 from kv_cache_env.sim import Simulator, get_scenario, make_action, run_reference
 from kv_cache_env.sim import simulator as simulator_module
 from kv_cache_env.sim.block_pool import BlockPool
-from kv_cache_env.sim.observation import Table, build_observation
+from kv_cache_env.sim.observation import Queue, QueueView, Table, build_observation
 
 
 def _episodes():
@@ -90,9 +90,10 @@ def test_a_sequence_copy_copies_every_field():
 
 @pytest.mark.parametrize("name", ["hard", "agent-tools"])
 def test_a_lazy_table_is_the_eager_one(name):
-    """Without hints the entries are a lazy `Table`: equal, printed and pickled as the eager
-    tuple, with the same decode growth unbuilt, and an observation held across actions and
-    steps keeps showing the state it was taken in."""
+    """Without hints the entries are a lazy `Table` and the queue a lazy `Queue`: equal,
+    printed and pickled as the eager tuple and `QueueView`, with the same decode growth and
+    queue counts unbuilt, and an observation held across actions and steps keeps showing the
+    state it was taken in."""
     sim = Simulator(get_scenario(name), 3)
     rng = np.random.default_rng(3)
     held = []
@@ -102,14 +103,26 @@ def test_a_lazy_table_is_the_eager_one(name):
         )
         unread = sim.observe(hints=False)
         assert isinstance(unread.entries, Table) and not unread.entries.built
+        assert isinstance(unread.queue, Queue) and not unread.queue.built
         assert growth_blocks(unread) == growth_blocks(eager)
-        assert not unread.entries.built
+        queue = unread.queue
+        assert (queue.waiting, queue.oldest_wait, queue.preempted) == (
+            eager.queue.waiting,
+            eager.queue.oldest_wait,
+            eager.queue.preempted,
+        )
+        assert not unread.entries.built and not queue.built
         lazy = sim.observe(hints=False)
         assert lazy.entries == eager.entries and repr(lazy.entries) == repr(eager.entries)
+        assert lazy.queue.head_blocks == eager.queue.head_blocks
+        assert lazy.queue == eager.queue and repr(lazy.queue) == repr(eager.queue)
+        assert hash(lazy.queue) == hash(eager.queue) and tuple(lazy.queue) == eager.queue
         assert pickle.loads(pickle.dumps(lazy)) == lazy
+        assert type(pickle.loads(pickle.dumps(lazy)).queue) is QueueView
         assert lazy == dataclasses.replace(eager, candidates=None)
-        held.append((sim.observe(hints=False), eager.entries))  # read only after the episode
+        held.append((sim.observe(hints=False), eager.entries, eager.queue))  # read at the end
         _random_calls(sim, eager.entries, rng)
         sim.step()
-    for obs, entries in held:
+    for obs, entries, queue in held:
         assert obs.entries == entries
+        assert obs.queue == queue and obs.queue.demand_blocks == queue.demand_blocks

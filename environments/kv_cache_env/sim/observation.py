@@ -97,7 +97,8 @@ class Observation:
     cpu_used: int
     cpu_capacity: int
     max_wait: int
-    queue: QueueView
+    queue: QueueView | Queue
+    """A `QueueView` (or a `Queue` that behaves as one)."""
     entries: tuple[EntryView, ...] | Table
     """Every sequence holding KV (a tuple, or a `Table` that behaves as one)."""
     candidates: tuple[Candidate, ...] | None
@@ -156,6 +157,10 @@ class Table(Sequence[EntryView]):
     def built(self) -> bool:
         return self._rows is not None
 
+    def settle(self) -> None:
+        """Build it now (its engine is about to change)."""
+        self.rows()
+
     def decode_growth(self) -> int:
         """`features.growth_blocks` of an unbuilt table, read from the engine without building
         it: one block rounding up per running sequence past its prefill (the entries that sum
@@ -197,13 +202,108 @@ class Table(Sequence[EntryView]):
         return (tuple, (self.rows(),))
 
 
+class Queue:
+    """`Observation.queue` without hints: the `QueueView` whose two block figures (an admission
+    need per waiting request, a prefix chain walk each) are computed on first read, from the
+    engine it was observed on, under `Table`'s rule (built before that engine changes). The
+    counts are read at once: a policy that only checks whether anyone waits, or for how long
+    (`lru` on 3,541 turns of the Mooncake replay), never computes a need. Equal, hashed,
+    printed and pickled as that `QueueView`."""
+
+    __slots__ = ("__weakref__", "_engine", "_view", "oldest_wait", "preempted", "waiting")
+
+    _fields = QueueView._fields
+
+    def __init__(self, engine: Engine) -> None:
+        waiting = engine.waiting
+        t = engine.t
+        self.waiting = len(waiting)
+        self.oldest_wait = max((t - s.wait_since for s in waiting), default=0)
+        self.preempted = sum(1 for s in waiting if s.preemptions)
+        self._engine: Engine | None = engine
+        self._view: QueueView | None = None
+
+    def view(self) -> QueueView:
+        view = self._view
+        if view is None:
+            assert self._engine is not None
+            view = self._view = _queue_view(self._engine)
+            self._engine = None  # nothing to keep alive once built
+        return view
+
+    @property
+    def built(self) -> bool:
+        return self._view is not None
+
+    def settle(self) -> None:
+        """Build it now (its engine is about to change)."""
+        self.view()
+
+    @property
+    def head_blocks(self) -> int:
+        return self.view().head_blocks
+
+    @property
+    def demand_blocks(self) -> int:
+        return self.view().demand_blocks
+
+    # --- the named tuple's behaviour ---------------------------------------------------------
+    def __len__(self) -> int:
+        return len(QueueView._fields)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.view()[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.view())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Queue):
+            other = other.view()
+        return self.view() == other
+
+    def __hash__(self) -> int:
+        return hash(self.view())
+
+    def __repr__(self) -> str:
+        return repr(self.view())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (QueueView, tuple(self.view()))
+
+    def _asdict(self) -> dict[str, int]:
+        return self.view()._asdict()
+
+    def _replace(self, **changes: int) -> QueueView:
+        return self.view()._replace(**changes)
+
+
+def _queue_view(engine: Engine) -> QueueView:
+    t = engine.t
+    waiting = engine.waiting
+    # each waiting request's need once: the head's is one of them (engine.head_need and
+    # engine.queue_demand would compute it twice)
+    needs = [engine.admission_need(s) for s in waiting]
+    return QueueView(
+        waiting=len(waiting),
+        oldest_wait=max((t - s.wait_since for s in waiting), default=0),
+        head_blocks=next((n for s, n in zip(waiting, needs, strict=True) if s.not_before <= t), 0),
+        demand_blocks=sum(needs),
+        preempted=sum(1 for s in waiting if s.preemptions),
+    )
+
+
 def build_observation(
     engine: Engine, *, turn: int, turns: int, warmup: int, hints: bool = True, lazy: bool = False
 ) -> Observation:
-    """`lazy`: entries as a `Table` (without hints only: the candidates read every entry); the
-    caller must then `Table.rows()` every table still held before `engine` changes."""
+    """`lazy`: entries as a `Table` and the queue as a `Queue` (without hints only: the
+    candidates read every entry); the caller must then `settle()` every table and queue still
+    held before `engine` changes."""
     entries: tuple[EntryView, ...] | Table
-    entries = Table(engine, warmup) if lazy and not hints else _entries(engine, warmup)
+    queue: QueueView | Queue
+    lazy = lazy and not hints
+    entries = Table(engine, warmup) if lazy else _entries(engine, warmup)
+    queue = Queue(engine) if lazy else _queue_view(engine)
     candidates = None
     if hints:
         scored = [
@@ -213,18 +313,6 @@ def build_observation(
         ]
         scored.sort(key=lambda c: -c.score)  # stable: ties keep the memory-cost order
         candidates = tuple(scored[:CANDIDATES_SHOWN])
-    t = engine.t
-    waiting = engine.waiting
-    # each waiting request's need once: the head's is one of them (engine.head_need and
-    # engine.queue_demand would compute it twice)
-    needs = [engine.admission_need(s) for s in waiting]
-    queue = QueueView(
-        waiting=len(waiting),
-        oldest_wait=max((t - s.wait_since for s in waiting), default=0),
-        head_blocks=next((n for s, n in zip(waiting, needs, strict=True) if s.not_before <= t), 0),
-        demand_blocks=sum(needs),
-        preempted=sum(1 for s in waiting if s.preemptions),
-    )
     pool = engine.pool
     return _make_observation(  # Observation(...), built faster (one per turn)
         turn=turn,

@@ -31,7 +31,7 @@ from .actions import Action, ActionResult
 from .engine import Engine, StepStats
 from .events import Subscriber
 from .frozen import slot_constructor
-from .observation import Observation, Table, build_observation
+from .observation import Observation, Queue, Table, build_observation
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
 from .reference import Reference, run_reference
 from .scenario import Scenario
@@ -121,8 +121,8 @@ class Simulator:
         self._calls_this_turn = 0
         self._calls_per_turn: list[int] = []
         self._counts = {"evict": 0, "compress": 0, "swap": 0, "noop": 0, "invalid": 0}
-        self._tables: list[weakref.ref[Table]] = []
-        """Lazy entry tables handed out since the last change (see `observe`)."""
+        self._tables: list[weakref.ref[Table] | weakref.ref[Queue]] = []
+        """Lazy entry tables and queues handed out since the last change (see `observe`)."""
 
     # --- driving -----------------------------------------------------------------------------
     @property
@@ -134,8 +134,9 @@ class Simulator:
         return self.engine.pool.num_blocks
 
     def observe(self, *, hints: bool = True) -> Observation:
-        """The agent's view of this turn. Without hints its entries are a lazy `Table`, built
-        only if read (or if the observation is still held when the state next changes)."""
+        """The agent's view of this turn. Without hints its entries are a lazy `Table` and its
+        queue a lazy `Queue`, built only if read (or if the observation is still held when the
+        state next changes)."""
         obs = build_observation(
             self.engine,
             turn=self.turn,
@@ -146,14 +147,16 @@ class Simulator:
         )
         if isinstance(obs.entries, Table):
             self._tables.append(weakref.ref(obs.entries))
+        if isinstance(obs.queue, Queue):
+            self._tables.append(weakref.ref(obs.queue))
         return obs
 
     def _settle(self) -> None:
-        """Build the lazy tables still held before the state changes (`Table`)."""
+        """Build the lazy tables and queues still held before the state changes (`Table`)."""
         for ref in self._tables:
-            table = ref()
-            if table is not None:
-                table.rows()
+            part = ref()
+            if part is not None:
+                part.settle()
         self._tables.clear()
 
     def apply(self, action: Action) -> ActionResult:
