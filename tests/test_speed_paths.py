@@ -6,8 +6,9 @@ import pickle
 import numpy as np
 import pytest
 
+from evals.serving.policies import blocks_to_free
 from kv_cache_env.episodes import EpisodeSpec
-from kv_cache_env.features import growth_blocks
+from kv_cache_env.features import growth_at_most, growth_blocks
 from kv_cache_env.sim import Simulator, get_scenario, make_action, run_reference
 from kv_cache_env.sim import simulator as simulator_module
 from kv_cache_env.sim.block_pool import BlockPool
@@ -105,6 +106,7 @@ def test_a_lazy_table_is_the_eager_one(name):
         assert isinstance(unread.entries, Table) and not unread.entries.built
         assert isinstance(unread.queue, Queue) and not unread.queue.built
         assert growth_blocks(unread) == growth_blocks(eager)
+        assert growth_at_most(unread) >= growth_blocks(eager)
         queue = unread.queue
         assert (queue.waiting, queue.oldest_wait, queue.preempted) == (
             eager.queue.waiting,
@@ -112,6 +114,10 @@ def test_a_lazy_table_is_the_eager_one(name):
             eager.queue.preempted,
         )
         assert not unread.entries.built and not queue.built
+        for target in (0.0, 0.5, 0.8, 0.9, 0.95, 1.0):  # the early return changes no answer
+            urgent = eager.queue.head_blocks if eager.queue.oldest_wait >= eager.max_wait - 1 else 0
+            plain = eager.used + growth_blocks(eager) + (urgent if eager.queue.waiting else 0)
+            assert blocks_to_free(unread, target) == max(0, plain - int(target * eager.capacity))
         lazy = sim.observe(hints=False)
         assert lazy.entries == eager.entries and repr(lazy.entries) == repr(eager.entries)
         assert lazy.queue.head_blocks == eager.queue.head_blocks

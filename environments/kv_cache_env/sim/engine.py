@@ -165,6 +165,12 @@ class Engine:
         self._quality = _quality_table(scenario)
         self._prefill_budget = scenario.prefill_tokens_per_step
         self._per_block = {level: self.block_size * level.packing for level in Quantization}
+        self.max_decode_blocks = -(
+            -max((r.decode_rate for r in schedule.requests), default=0)
+            // min(self._per_block.values())
+        )
+        """Blocks one decode step can take at most for any sequence of the schedule (its
+        fastest decode rate at the smallest block): `Table.decode_growth_at_most`."""
 
     # --- geometry ----------------------------------------------------------------------------
     def blocks_for(self, seq: Sequence, level: Quantization | None = None) -> int:
@@ -686,6 +692,7 @@ class Engine:
         clone._quality = self._quality
         clone._prefill_budget = self._prefill_budget
         clone._per_block = self._per_block
+        clone.max_decode_blocks = self.max_decode_blocks
         clone._unit = self._unit
         clone._hash_tokens = self._hash_tokens
         return clone

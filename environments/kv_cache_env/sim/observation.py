@@ -174,6 +174,15 @@ class Table(Sequence[EntryView]):
             if not s.prefill_remaining
         )
 
+    def decode_growth_at_most(self) -> int:
+        """An upper bound of `decode_growth` in O(1): one block rounding up of the schedule's
+        fastest decode rate at the smallest block (fp16) per sequence in the running set. A
+        policy that only asks whether the growth fits under its slack (`blocks_to_free`, every
+        turn) needs the exact sum only when this bound does not fit."""
+        engine = self._engine
+        assert engine is not None, "decode_growth_at_most of a built table"
+        return len(engine.running) * engine.max_decode_blocks
+
     # --- the tuple's behaviour ---------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.rows())

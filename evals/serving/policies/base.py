@@ -15,7 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from kv_cache_env.features import compress_gain, growth_blocks
+from kv_cache_env.features import compress_gain, growth_at_most, growth_blocks
 from kv_cache_env.sim import Action, EntryView, Observation, Simulator, compress, evict
 
 DEFAULT_TARGET_USAGE = 0.95
@@ -65,7 +65,10 @@ def blocks_to_free(obs: Observation, target_usage: float = DEFAULT_TARGET_USAGE)
     if obs.queue.waiting and obs.queue.oldest_wait >= obs.max_wait - 1:
         urgent = obs.queue.head_blocks
     limit = int(target_usage * obs.capacity)
-    return max(0, obs.used + growth_blocks(obs) + urgent - limit)
+    slack = limit - obs.used - urgent
+    if slack >= growth_at_most(obs):
+        return 0  # the growth fits whatever it is: no sum over the running set needed
+    return max(0, growth_blocks(obs) - slack)
 
 
 class OrderedEvictionPolicy(Policy):
