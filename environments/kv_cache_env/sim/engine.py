@@ -394,6 +394,12 @@ class Engine:
         tokens = 0
         effective = 0.0
         active = 0
+        # The fresh blocks decode growth takes (a few per sequence and step) are counted in
+        # locals and written to the pool (with its peak) before anything else reads or changes
+        # it: a slow allocation, an event, the end of the loop. Used blocks only grow in
+        # between, so the peak at that write is the peak of every allocation before it.
+        free = pool.num_free
+        taken = 0
         for seq in tuple(self.running):
             if preempted and seq.status is not running_status:
                 continue  # preempted earlier in this loop
@@ -422,22 +428,29 @@ class Engine:
             gpu = seq.gpu_blocks
             need = -(-kv // per_block_of[level]) - gpu
             if need > 0:
-                if need <= pool.num_free:
+                if need <= free:
                     # Fast path of `pool.allocate(need)`: fresh blocks only, nothing reclaimed,
                     # so no method call, checks or reclaim list for the common decode growth.
-                    pool.num_free -= need
-                    pool.num_private += need
-                    used = pool.num_private + len(pool.ref_counts) * pool.unit
-                    if used > pool.peak_used:
-                        pool.peak_used = used
+                    free -= need
+                    taken += need
                 else:
+                    pool.num_free = free
+                    pool.num_private += taken
+                    taken = 0
+                    pool.note_peak()
                     if need > pool.available:
                         preempted = True
                         self._make_room(need, seq, tally)
                         if seq.status is not running_status:
+                            free = pool.num_free
                             continue
                     self._reclaimed(pool.allocate(need))
+                    free = pool.num_free
                 if self.subscribers:
+                    pool.num_free = free
+                    pool.num_private += taken
+                    taken = 0
+                    pool.note_peak()
                     start = seq.prefix_tokens + min(gpu * per_block_of[level], kv)
                     self._emit("stored", "gpu", "grow", seq, need, (start, seq.prefix_tokens + kv))
                 gpu += need
@@ -455,6 +468,9 @@ class Engine:
             else:
                 effective += n * quality[level, seq.request.block_type]
             active += gpu
+        pool.num_free = free
+        pool.num_private += taken
+        pool.note_peak()
         tally.tokens += tokens
         tally.effective += effective
         return active
