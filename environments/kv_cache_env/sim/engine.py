@@ -153,6 +153,9 @@ class Engine:
         """Sequences computing on the GPU in the order they (re)entered the running set."""
         self.paused: list[Sequence] = []
         """Sessions between two calls (PAUSED on GPU, SWAPPED to CPU, DISCARDED), by pause."""
+        self._next_return = _NEVER
+        """The earliest `resume_step` in `paused` (kept where `paused` changes): most steps no
+        session returns, and this one comparison says so."""
         self.waiting: deque[Sequence] = deque()
         self.sequences: dict[str, Sequence] = {}
         """Every request that has arrived, whatever its status (none in a reference engine)."""
@@ -342,6 +345,7 @@ class Engine:
             failed += 1
         self.waiting.clear()
         self.paused.clear()
+        self._next_return = _NEVER
         return failed
 
     @property
@@ -351,12 +355,15 @@ class Engine:
 
     def _return_paused(self) -> None:
         t = self.t
-        if not self.paused or all(seq.resume_step > t for seq in self.paused):
+        if self._next_return > t:
             return
         still = []
+        next_return = _NEVER
         for seq in self.paused:
             if seq.resume_step > t:
                 still.append(seq)
+                if seq.resume_step < next_return:
+                    next_return = seq.resume_step
                 continue
             follow = seq.request.followups[seq.call]
             seq.call += 1
@@ -378,6 +385,7 @@ class Engine:
             seq.not_before = t
             self.waiting.append(seq)
         self.paused = still
+        self._next_return = next_return
 
     def _compute(self, tally: _Tally) -> int:
         # The hot loop of the simulator: attributes are read into locals on purpose.
@@ -503,7 +511,9 @@ class Engine:
                 if seq.has_more_calls and not self.draining:
                     seq.status = Status.PAUSED
                     seq.paused_since = t + 1
-                    seq.resume_step = t + 1 + seq.request.followups[seq.call].pause_steps
+                    resume = seq.resume_step = t + 1 + seq.request.followups[seq.call].pause_steps
+                    if resume < self._next_return:
+                        self._next_return = resume
                     self.paused.append(seq)
                     continue
                 self._finish(seq)
@@ -697,6 +707,7 @@ class Engine:
         copies = {id(s): s.copy() for s in (*self.running, *self.paused, *self.waiting)}
         clone.running = [copies[id(s)] for s in self.running]
         clone.paused = [copies[id(s)] for s in self.paused]
+        clone._next_return = self._next_return
         clone.waiting = deque(copies[id(s)] for s in self.waiting)
         clone.sequences = {k: copies.get(id(s), s) for k, s in self.sequences.items()}
         clone.evictions = list(self.evictions)
@@ -719,6 +730,9 @@ class Engine:
         pool.check()
         assert all(s.status is Status.RUNNING for s in self.running), "non-running in running"
         assert all(s.status in _BETWEEN_CALLS for s in self.paused), "non-paused in paused list"
+        assert self._next_return == min((s.resume_step for s in self.paused), default=_NEVER), (
+            "the earliest return is stale"
+        )
         assert all(s.status is Status.WAITING for s in self.waiting), "non-waiting in queue"
         on_gpu = [*self.running, *(s for s in self.paused if s.status is Status.PAUSED)]
         private = sum(s.gpu_blocks for s in on_gpu)
@@ -763,6 +777,8 @@ def _quality_table(scenario: Scenario) -> dict[tuple[Quantization, BlockType], f
     }
 
 
+_NEVER = 1 << 62
+"""A step no episode reaches."""
 _FINISHED = Status.FINISHED
 """(A module constant: reading an enum member off its class costs ~80 ns more in Python 3.11.)"""
 _BETWEEN_CALLS = (Status.PAUSED, Status.SWAPPED, Status.DISCARDED)
