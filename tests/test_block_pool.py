@@ -128,3 +128,34 @@ def test_remembered_hit_lengths_equal_a_fresh_lookup(ops):
         for c in _CHAINS:
             assert pool.cached_hit_length(c) == fresh.cached_hit_length(c), (op, c)
         pool.check()
+
+
+def test_a_chain_held_twice_counts_its_hashes_once_and_its_last_holder_releases_them():
+    pool = BlockPool(10)
+    chain = (1, 2, 3)
+    pool.acquire_prefix(chain)
+    assert pool.acquire_prefix((1, 2, 3)) == (3, [], [])  # the same content: the same chain
+    pool.acquire_prefix((1, 2))
+    assert pool.shared == {1: 2, 2: 2, 3: 1}  # per distinct chain
+    assert pool.ref_counts == {1: 3, 2: 3, 3: 2}  # per holder, as vLLM's ref_cnt
+    assert pool.sole_held(chain) == 0 and pool.sole_held((1, 2)) == 0
+    assert pool.release_prefix(chain) == 0  # the other holder of (1, 2, 3) keeps all of it
+    assert pool.sole_held(chain) == 1  # 3: (1, 2) is also held through the chain (1, 2)
+    pool.check()
+    assert pool.release_prefix([1, 2, 3]) == 1 and list(pool.cached) == [3]
+    assert pool.ref_counts == {1: 1, 2: 1} and pool.sole_held((1, 2)) == 2
+    pool.check()
+
+
+def test_hashes_that_are_not_a_chain_are_counted_per_occurrence():
+    pool = BlockPool(10)
+    pool.acquire_prefix((7, 8))
+    pool.release_prefix((7, 8))
+    assert list(pool.cached) == [8, 7]
+    # 9 misses first; 8, cached, is shared again without a fresh block; 5 repeats
+    assert pool.acquire_prefix((9, 8, 5, 5)) == (0, [9, 5], [])
+    assert pool.ref_counts == {9: 1, 8: 1, 5: 2} and list(pool.cached) == [7]
+    assert (pool.used, pool.num_free) == (3, 6)  # two fresh blocks: 9 and 5
+    pool.check()
+    assert pool.release_prefix((9, 8, 5, 5)) == 3 and list(pool.cached) == [7, 5, 8, 9]
+    pool.check()

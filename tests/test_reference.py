@@ -17,10 +17,10 @@ from kv_cache_env.sim import (
     get_scenario,
     schedule_from_requests,
 )
-from kv_cache_env.sim import reference as reference_module
+from kv_cache_env.sim.engine import Engine
 from kv_cache_env.sim.reference import run_reference
 from kv_cache_env.sim.scenario import SCENARIOS
-from kv_cache_env.sim.simulator import run_reference_stepwise
+from kv_cache_env.sim.simulator import UNLIMITED_BLOCKS, run_reference_stepwise
 from kv_cache_env.sim.workload import synthesize
 from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
 
@@ -90,8 +90,12 @@ _followups = st.lists(
 )
 
 
+# Any hash lists (repeats, a hash after a miss): what a user's trace might hold.
+_scattered = st.lists(st.integers(0, 6), min_size=1, max_size=5).map(tuple)
+
+
 @st.composite
-def _episodes(draw):
+def _episodes(draw, hashes=None):
     warmup = draw(st.integers(0, 3))
     steps = draw(st.integers(1, 12))
     # tight prefill budgets and short waits: resumed calls contend for the budget and time out
@@ -111,6 +115,9 @@ def _episodes(draw):
     requests = []
     for i in range(n):
         path = draw(st.none() | _paths)
+        prefix = _chain(path) if path else ()
+        if hashes is not None:
+            prefix = draw(st.just(()) | hashes)
         requests.append(
             Request(
                 seq_id=f"r{i}",
@@ -120,7 +127,7 @@ def _episodes(draw):
                 prompt_tokens=draw(st.integers(1, 400)),
                 output_tokens=draw(st.integers(1, 60)),
                 decode_rate=draw(st.integers(1, 30)),
-                prefix_hashes=_chain(path) if path else (),
+                prefix_hashes=prefix,
                 followups=tuple(draw(_followups)),
             )
         )
@@ -134,12 +141,24 @@ def test_random_schedules_match_the_engine(episode):
     assert run_reference(scenario, schedule) == run_reference_stepwise(scenario, schedule)
 
 
-def test_prefix_hashes_that_are_not_chains_take_the_per_holder_path():
-    # `b` and `c` hold (1, 2) through the drain; `d`'s (3, 2) misses 3, so the pool stores its
-    # 2 again with count 1 (not 3), and when `d` finishes, 2 is no longer counted as used
-    # although `b` and `c` still hold it. Counting per chain would still count it: the fast
-    # run notices and counts per holder, as the pool does.
-    # (`d` finishing first keeps the pool from failing on a count it lost.)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(episode=_episodes(hashes=_scattered))
+def test_prefix_hashes_that_are_not_chains_match_the_engine(episode):
+    """Hashes repeated in a request's list, or held after its first miss, are counted per
+    occurrence by the pool (`BlockPool._acquire_scattered`) and the reference alike, and the
+    engine's accounting holds at every step."""
+    scenario, schedule = episode
+    engine = Engine(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
+    for _ in range(scenario.warmup_steps + scenario.steps):
+        engine.step()
+        engine.check()
+    assert run_reference(scenario, schedule) == run_reference_stepwise(scenario, schedule)
+
+
+def test_a_hash_held_after_a_miss_stays_used_while_others_hold_it():
+    # `b` and `c` hold (1, 2) through the drain; `d`'s (3, 2) misses 3 and references 2 a third
+    # time: when `d` finishes, 2 is still used (b and c hold it) and only 3 is cached. The pool
+    # once stored 2 again with count 1, lost b's and c's references, and failed on release.
     scenario = Scenario(name="odd", steps=4, warmup_steps=0, block_size=4, max_wait_steps=1)
     long = {"output_tokens": 16384, "decode_rate": 1}
     requests = [
@@ -148,10 +167,12 @@ def test_prefix_hashes_that_are_not_chains_take_the_per_holder_path():
         Request("d", 1, BlockType.CONTEXT, 0.5, 8, 1, 1, prefix_hashes=(3, 2)),
     ]
     schedule = schedule_from_requests(requests, 4)
-    with pytest.raises(reference_module._NotHashChains):
-        reference_module._play(scenario, schedule, by_chain=True)
-    stepwise = run_reference_stepwise(scenario, schedule)
-    assert run_reference(scenario, schedule) == stepwise
+    engine = Engine(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
+    for _ in range(4):
+        engine.step()
+        engine.check()
+    assert engine.pool.ref_counts == {1: 2, 2: 2} and list(engine.pool.cached) == [3]
+    assert run_reference(scenario, schedule) == run_reference_stepwise(scenario, schedule)
 
 
 def test_the_peak_counts_an_admission_in_a_step_whose_timeout_frees_more():

@@ -558,9 +558,10 @@ def _tool_effects(sim: Simulator) -> dict[str, bool]:
         before, private = engine.pool.available, victim.gpu_blocks
         refs = {h: counts[h] for h in victim.request.prefix_hashes}
         ok = sim.apply(evict(victim.seq_id)).ok
+        after = engine.pool.ref_counts  # (a count taken now: the pool derives it)
         seen["evict shared prefix"] = (
             ok
             and engine.pool.available - before == private
-            and all(counts[h] == refs[h] - 1 for h in refs)
+            and all(after[h] == refs[h] - 1 for h in refs)
         )
     return seen

@@ -6,7 +6,8 @@ A block is in exactly one of four states, and the four counts always sum to `num
 - **private**: holds a sequence's own tokens (`num_private`; sequences own the per-sequence
   counts, the pool only the total - private blocks are interchangeable, so they are counted, not
   named);
-- **shared**: a content-addressed prefix block with reference count > 0 (`ref_counts`);
+- **shared**: a content-addressed prefix block with reference count > 0 (`ref_counts`; the
+  pool keeps `shared`, the same keys, see below);
 - **cached**: a prefix block whose count fell to 0. It still holds its tokens and is reused on a
   prefix hit, but it counts as available and is reclaimed least recently used first when fresh
   blocks run out (vLLM v1's free-block queue; `cached` is ordered LRU first).
@@ -16,6 +17,15 @@ Usage, as vLLM reports it, is `(num_private + shared) / num_blocks`: cached bloc
 A prefix hash names `unit` blocks (1 for per-block hashes; a trace's 512-token hash block is 32
 16-token blocks): the blocks of one hash are stored, shared, cached and reclaimed together, so
 `shared` and `cached` count `unit` blocks per hash.
+
+References are counted per distinct chain, not per holder: `shared` maps each referenced hash
+to its occurrences in the chains held now (each chain once, however many hold it), and
+`holders` how many hold each chain. A popular system prompt of ~30 hashes is held by most
+requests of a synthetic episode; its per-hash counts change only when its first holder comes
+and its last one leaves, and the holders in between cost one dictionary update each (the same
+idea as `reference.py`'s). `ref_counts`, the per-holder count vLLM keeps per block
+(`KVCacheBlock.ref_cnt`), is derived from the two. Which hashes are referenced, and the order in
+which they become cached (the last holder's release, tail first), are the same either way.
 """
 
 from __future__ import annotations
@@ -23,17 +33,19 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import repeat
+from operator import countOf
 
 
 class BlockPool:
     __slots__ = (
         "_hit_memo",
         "cached",
+        "holders",
         "num_blocks",
         "num_free",
         "num_private",
         "peak_used",
-        "ref_counts",
+        "shared",
         "unit",
     )
 
@@ -51,7 +63,11 @@ class BlockPool:
         self.num_blocks = num_blocks
         self.num_free = num_blocks
         self.num_private = 0
-        self.ref_counts: dict[int, int] = {}
+        self.shared: dict[int, int] = {}
+        """Referenced prefix hashes (the keys: shared blocks), each with its occurrences in
+        the distinct chains held now (`holders`' keys)."""
+        self.holders: dict[tuple[int, ...], int] = {}
+        """How many hold each chain (by content), while at least one does."""
         self.cached: OrderedDict[int, None] | dict[int, None] = OrderedDict() if reclaims else {}
         self.peak_used = 0
         self._hit_memo: dict[int, tuple[Sequence[int], tuple[int, int]]] = {}
@@ -67,7 +83,24 @@ class BlockPool:
 
     @property
     def used(self) -> int:
-        return self.num_private + len(self.ref_counts) * self.unit
+        return self.num_private + len(self.shared) * self.unit
+
+    @property
+    def ref_counts(self) -> dict[int, int]:
+        """Holders per referenced hash (a holder counts each occurrence in its chain): what
+        vLLM's per-block `ref_cnt` would read. Built on each call: for checks and reports."""
+        counts: dict[int, int] = {}
+        for chain, holders in self.holders.items():
+            for h in chain:
+                counts[h] = counts.get(h, 0) + holders
+        return counts
+
+    def sole_held(self, chain: Sequence[int]) -> int:
+        """Hashes of the held `chain` that its holder alone references (0 when several hold
+        it): what evicting that holder releases, in hashes (x `unit` for blocks)."""
+        if self.holders[_key(chain)] > 1:
+            return 0
+        return countOf(map(self.shared.__getitem__, chain), 1)
 
     @property
     def cached_blocks(self) -> int:
@@ -82,7 +115,7 @@ class BlockPool:
         memo = self._hit_memo.get(id(hashes))
         if memo is not None and memo[0] is hashes:
             return memo[1]
-        counts = self.ref_counts
+        counts = self.shared
         if all(map(counts.__contains__, hashes)):
             # The common case (a popular prefix held by running sequences), checked in one
             # C-level pass instead of a Python loop over the chain.
@@ -90,7 +123,7 @@ class BlockPool:
         else:
             hits = cached = 0
             for h in hashes:
-                if h in self.ref_counts:
+                if h in counts:
                     hits += 1
                 elif h in self.cached:
                     hits += 1
@@ -129,9 +162,16 @@ class BlockPool:
         back off the LRU queue), misses get fresh blocks. Returns (hits, stored, reclaimed):
         the hashes newly stored and the cached hashes reclaimed to make room. `hits` may pass
         in a `cached_hit_length` just computed (nothing may change in between)."""
+        key = _key(hashes)
+        holders = self.holders.get(key)
+        if holders:
+            # another holder already references every hash of this chain: they all hit, and
+            # no hash changes state
+            self.holders[key] = holders + 1
+            return len(hashes), [], []
         if hits is None:
             hits, _ = self.cached_hit_length(hashes)
-        counts = self.ref_counts
+        counts = self.shared
         cached = self.cached
         get = counts.get  # one lookup per hash instead of `in` then `+=` (two)
         for h in hashes[:hits]:
@@ -143,21 +183,57 @@ class BlockPool:
                 counts[h] = 1
                 self._hit_memo.clear()  # a cached hash is shared again
         stored = list(hashes[hits:])
+        fresh = dict.fromkeys(stored, 1)
+        if stored and (
+            len(fresh) < len(stored)
+            or not counts.keys().isdisjoint(fresh)
+            or not cached.keys().isdisjoint(fresh)
+        ):
+            fresh = self._acquire_scattered(stored)
+            stored = list(fresh)
         need = len(stored) * self.unit
         if need > self.available:
             raise ValueError(f"no free blocks: need {need}, available {self.available}")
         reclaimed = self._take(need)
         if stored:
-            counts.update(dict.fromkeys(stored, 1))  # in chain order, in C
+            counts.update(fresh)  # a chain's misses: new hashes, in chain order, in C
             self._hit_memo.clear()
+        self.holders[key] = 1
         self.note_peak()
         return hits, stored, reclaimed
+
+    def _acquire_scattered(self, tail: list[int]) -> dict[int, int]:
+        """The part of a chain after its first miss when it is not a hash chain (a hash
+        repeated, or one held or cached after the miss; no built-in schedule has either):
+        what is held or cached is referenced as a hit, every occurrence counted; returns the
+        new hashes with their occurrences, to be stored."""
+        counts = self.shared
+        cached = self.cached
+        new: dict[int, int] = {}
+        for h in tail:
+            if h in new:
+                new[h] += 1
+            elif h in counts:
+                counts[h] += 1
+            elif h in cached:
+                del cached[h]
+                counts[h] = 1
+                self._hit_memo.clear()
+            else:
+                new[h] = 1
+        return new
 
     def release_prefix(self, hashes: Sequence[int]) -> int:
         """Drop one reference to each block of the chain. Blocks reaching 0 stay cached; the
         chain is released tail first so its tail is reclaimed first (vLLM frees in reverse).
         Returns how many hashes reached 0 (the ones the caller held alone; x `unit` for blocks)."""
-        counts = self.ref_counts
+        key = _key(hashes)
+        holders = self.holders[key] - 1
+        if holders:
+            self.holders[key] = holders  # others still hold the chain: nothing is released
+            return 0
+        del self.holders[key]
+        counts = self.shared
         cached = self.cached
         released = 0
         for h in reversed(hashes):
@@ -191,7 +267,7 @@ class BlockPool:
     def note_peak(self) -> None:
         """Record the usage now as the peak if it is higher (after `allocate` and
         `acquire_prefix`, and after the engine writes its batched decode growth)."""
-        used = self.num_private + len(self.ref_counts) * self.unit
+        used = self.num_private + len(self.shared) * self.unit
         if used > self.peak_used:
             self.peak_used = used
 
@@ -201,7 +277,8 @@ class BlockPool:
         clone.num_blocks = self.num_blocks
         clone.num_free = self.num_free
         clone.num_private = self.num_private
-        clone.ref_counts = dict(self.ref_counts)
+        clone.shared = dict(self.shared)
+        clone.holders = dict(self.holders)
         clone.cached = type(self.cached)(self.cached)
         clone.peak_used = self.peak_used
         clone._hit_memo = {}
@@ -209,13 +286,24 @@ class BlockPool:
 
     def check(self) -> None:
         """Assert the accounting identity; a failure names the likely bug."""
-        prefix = (len(self.ref_counts) + len(self.cached)) * self.unit
+        prefix = (len(self.shared) + len(self.cached)) * self.unit
         total = self.num_free + self.num_private + prefix
         assert total == self.num_blocks, (
             f"block leak: free {self.num_free} + private {self.num_private} + shared "
-            f"{len(self.ref_counts)} + cached {len(self.cached)} (x{self.unit}) != "
+            f"{len(self.shared)} + cached {len(self.cached)} (x{self.unit}) != "
             f"{self.num_blocks}"
         )
         assert self.num_free >= 0 and self.num_private >= 0, "negative block count"
-        assert all(c > 0 for c in self.ref_counts.values()), "shared block with count <= 0"
-        assert not (self.ref_counts.keys() & self.cached.keys()), "block both shared and cached"
+        assert all(c > 0 for c in self.shared.values()), "shared block with count <= 0"
+        assert not (self.shared.keys() & self.cached.keys()), "block both shared and cached"
+        assert all(h > 0 for h in self.holders.values()), "a chain with no holder kept"
+        occurrences: dict[int, int] = {}
+        for chain in self.holders:
+            for h in chain:
+                occurrences[h] = occurrences.get(h, 0) + 1
+        assert occurrences == self.shared, "shared counts disagree with the held chains"
+
+
+def _key(chain: Sequence[int]) -> tuple[int, ...]:
+    """A chain as a `holders` key: its content (the engine's chains are tuples already)."""
+    return chain if type(chain) is tuple else tuple(chain)

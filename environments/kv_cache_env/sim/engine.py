@@ -190,8 +190,7 @@ class Engine:
         """Prefix blocks `seq` holds that no other sequence references."""
         if not seq.prefix_held:
             return 0
-        held = seq.request.prefix_hashes[: seq.prefix_held]
-        return list(map(self.pool.ref_counts.__getitem__, held)).count(1) * self._unit
+        return self.pool.sole_held(seq.request.prefix_hashes[: seq.prefix_held]) * self._unit
 
     def _first_chunk_blocks(self, seq: Sequence, remaining: int, level: Quantization) -> int:
         """Private blocks `seq` holds after computing its first prefill chunk from `remaining`."""

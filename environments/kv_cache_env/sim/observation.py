@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from operator import countOf
 from typing import Any, NamedTuple
 
 from .engine import Engine
@@ -351,7 +350,7 @@ def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
     t = engine.t
     make = tuple.__new__
     sole: dict[int, int] = {}
-    ref_count = engine.pool.ref_counts.__getitem__
+    sole_held = engine.pool.sole_held
     unit = engine.pool.unit  # blocks per prefix hash
     decorated = []
     for seq in (*engine.running, *engine.paused):
@@ -370,8 +369,7 @@ def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
             else:
                 count = sole.get(id(chain))
                 if count is None:
-                    # engine.freeable_blocks inlined: one C-level pass over the whole chain
-                    count = sole[id(chain)] = countOf(map(ref_count, chain), 1) * unit
+                    count = sole[id(chain)] = sole_held(chain) * unit  # engine.freeable_blocks
                 frees += count
         if status is not _RUNNING:
             phase = _IDLE

@@ -81,18 +81,10 @@ class _Run:
 def run_reference(scenario: Scenario, schedule: Schedule) -> Reference:
     """The reference of `schedule` under `scenario`: equal, field for field, to the stepwise
     engine's (`simulator.run_reference_stepwise`)."""
-    try:
-        return _play(scenario, schedule, by_chain=True)
-    except _NotHashChains:
-        return _play(scenario, schedule, by_chain=False)
+    return _play(scenario, schedule)
 
 
-class _NotHashChains(Exception):
-    """A request's prefix hashes are not a hash chain (see `_acquire`)."""
-
-
-def _play(scenario: Scenario, schedule: Schedule, *, by_chain: bool) -> Reference:
-    """`by_chain`: count prefix references per distinct chain, not per holder (see `holders`)."""
+def _play(scenario: Scenario, schedule: Schedule) -> Reference:
     block_size = scenario.block_size
     base = scenario.base_quantization
     per_block = block_size * base.packing
@@ -114,12 +106,9 @@ def _play(scenario: Scenario, schedule: Schedule, *, by_chain: bool) -> Referenc
     """Every prefix hash ever stored, shared or cached: nothing is ever reclaimed, so a hash is
     a hit exactly when it is here (`BlockPool.cached_hit_length` over ref_counts + cached)."""
     holders: dict[object, int] = {}
-    """Holders per key: by chain (`by_chain`), each distinct chain counts its hashes once
+    """Holders per distinct chain (`BlockPool.holders`): each chain counts its hashes once
     however many requests hold it, so the per-hash loops of `acquire_prefix` and
-    `release_prefix` run only when a chain's first holder comes and its last one leaves (a
-    popular system prompt of ~30 hashes is held by most requests of a synthetic episode: ~2/3 of
-    the per-hash work of `hard`). Otherwise the key is the request's own run (per holder, as the
-    pool counts)."""
+    `release_prefix` run only when a chain's first holder comes and its last one leaves."""
     private = 0
     """`BlockPool.num_private` (recounted after each compute, see there)."""
     peak = 0
@@ -229,12 +218,12 @@ def _play(scenario: Scenario, schedule: Schedule, *, by_chain: bool) -> Referenc
             run = _Run(hashes, request.decode_rate, request.followups, prompt - prefix)
             run.todo = request.output_tokens
             if hashes:
-                key = hashes if by_chain else run
+                key = hashes
                 run.key = key
                 held = holders.get(key, 0)
                 holders[key] = held + 1
                 # held: another holder references the whole chain, every hash a hit
-                hits = len(hashes) if held else _acquire(hashes, counts, known, by_chain)
+                hits = len(hashes) if held else _acquire(hashes, counts, known)
                 hit_tokens = hits * hash_tokens
                 remaining = prompt - (hit_tokens if hit_tokens < prefix else prefix)
             else:
@@ -272,15 +261,11 @@ def _play(scenario: Scenario, schedule: Schedule, *, by_chain: bool) -> Referenc
     return Reference(max(peak, 1), tokens, block_steps, drain_tokens, ideal)
 
 
-def _acquire(
-    hashes: tuple[int, ...], counts: dict[int, int], known: set[int], by_chain: bool
-) -> int:
-    """Reference the chain `hashes` for a new key (`BlockPool.cached_hit_length`, then
-    `acquire_prefix`); returns the hits. Raises `_NotHashChains` when counting by chain cannot
-    equal the pool: the pool sets a stored (missed) hash's count to 1 (`dict.fromkeys`) rather
-    than adding 1, which differs only for a miss already referenced or repeated in the chain.
-    Neither happens in a hash chain (a hash names its block and everything before it: a chain
-    that misses at i cannot hold a known hash after i), which is what every schedule has."""
+def _acquire(hashes: tuple[int, ...], counts: dict[int, int], known: set[int]) -> int:
+    """Reference the chain `hashes` for its first holder (`BlockPool.cached_hit_length`, then
+    `acquire_prefix`); returns the hits: the leading run of known hashes. Every occurrence of
+    a hash is counted; past the first miss, a known hash is referenced again (the pool's
+    `_acquire_scattered`, for hashes that are not a hash chain) and the others are stored."""
     if all(map(known.__contains__, hashes)):  # the common case, in one C-level pass
         hits = len(hashes)
     else:
@@ -295,9 +280,11 @@ def _acquire(
     if hits < len(hashes):
         stored = hashes[hits:]
         fresh = dict.fromkeys(stored, 1)
-        if by_chain and (len(fresh) < len(stored) or any(map(counts.__contains__, stored))):
-            raise _NotHashChains
-        counts.update(fresh)
+        if len(fresh) == len(stored) and known.isdisjoint(fresh):
+            counts.update(fresh)  # a hash chain's misses: new hashes (in C)
+        else:
+            for h in stored:
+                counts[h] = get(h, 0) + 1
         known.update(stored)
     return hits
 

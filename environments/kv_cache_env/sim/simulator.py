@@ -59,7 +59,7 @@ def run_reference_stepwise(scenario: Scenario, schedule: Schedule) -> Reference:
         if t >= scenario.warmup_steps:
             tokens += stats.tokens
             block_steps += stats.used_blocks
-            ideal += stats.active_blocks / densest + len(engine.pool.ref_counts) * unit
+            ideal += stats.active_blocks / densest + len(engine.pool.shared) * unit
     drain = run_drain(engine)
     return Reference(
         max(engine.pool.peak_used, 1), tokens, block_steps, sum(s.tokens for s in drain[0]), ideal
