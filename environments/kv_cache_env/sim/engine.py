@@ -624,13 +624,16 @@ class Engine:
             self._finish(seq)
             seq.status = Status.FAILED
             tally.failures += 1
-        if not any(
-            t - seq.wait_since > limit or 0 <= seq.first_token_by < t for seq in self.waiting
-        ):
+        since = t - limit  # a request waiting since before this step has waited too long
+        # (a loop that stops at the first, not `any()` over a generator: every step does this)
+        for seq in self.waiting:
+            if seq.wait_since < since or 0 <= seq.first_token_by < t:
+                break
+        else:
             return
         remaining: deque[Sequence] = deque()
         for seq in self.waiting:
-            if t - seq.wait_since > limit or 0 <= seq.first_token_by < t:
+            if seq.wait_since < since or 0 <= seq.first_token_by < t:
                 seq.status = Status.FAILED
                 self.cpu_used -= seq.cpu_blocks
                 seq.cpu_blocks = 0
