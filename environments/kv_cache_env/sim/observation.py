@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from .engine import Engine
@@ -212,22 +213,21 @@ class Table(Sequence[EntryView]):
 
 class Queue:
     """`Observation.queue` without hints: the `QueueView` whose two block figures (an admission
-    need per waiting request, a prefix chain walk each) are computed on first read, from the
-    engine it was observed on, under `Table`'s rule (built before that engine changes). The
-    counts are read at once: a policy that only checks whether anyone waits, or for how long
-    (`lru` on 3,541 turns of the Mooncake replay), never computes a need. Equal, hashed,
-    printed and pickled as that `QueueView`."""
+    need per waiting request, a prefix chain walk each) and count of preempted requests are
+    computed on first read, from the engine it was observed on, under `Table`'s rule (built
+    before that engine changes). How many wait, and for how long, are read at once: a policy
+    that only checks whether anyone waits, or for how long (`lru` on 3,541 turns of the
+    Mooncake replay), never computes a need. Equal, hashed, printed and pickled as that
+    `QueueView`."""
 
-    __slots__ = ("__weakref__", "_engine", "_view", "oldest_wait", "preempted", "waiting")
+    __slots__ = ("__weakref__", "_engine", "_view", "oldest_wait", "waiting")
 
     _fields = QueueView._fields
 
     def __init__(self, engine: Engine) -> None:
         waiting = engine.waiting
-        t = engine.t
         self.waiting = len(waiting)
-        self.oldest_wait = max((t - s.wait_since for s in waiting), default=0)
-        self.preempted = sum(1 for s in waiting if s.preemptions)
+        self.oldest_wait = engine.t - min(map(_wait_since, waiting)) if waiting else 0
         self._engine: Engine | None = engine
         self._view: QueueView | None = None
 
@@ -254,6 +254,10 @@ class Queue:
     @property
     def demand_blocks(self) -> int:
         return self.view().demand_blocks
+
+    @property
+    def preempted(self) -> int:
+        return self.view().preempted
 
     # --- the named tuple's behaviour ---------------------------------------------------------
     def __len__(self) -> int:
@@ -412,6 +416,7 @@ def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
     return tuple([d[2] for d in decorated])
 
 
+_wait_since = attrgetter("wait_since")
 _RUNNING = Status.RUNNING
 _SWAPPED = Status.SWAPPED
 _DISCARDED = Status.DISCARDED
