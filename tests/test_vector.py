@@ -128,3 +128,47 @@ def test_reset_with_new_specs_and_one_episode_at_a_time(workers):
     assert records[0] == scalar.record()
     with pytest.raises(IndexError):
         vec.reset_at(3)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_play_returns_the_callers_order_and_leaves_a_consistent_pool(workers):
+    """`play` hands episodes to whichever worker is free, so episode i may be played outside
+    the worker that owns it for `step`: the records still come back in order, equal to the
+    scalar engine's, and records / step / reset_at / play go on working afterwards, with the
+    specs the caller holds (one replaced by `reset_at`)."""
+    names = ("easy", "hard", "agent-tools", "chat-human", "flash-crowd", "medium", "hard")
+    episodes = [(name, 30 + k) for k, name in enumerate(names)]
+    scalar = [run_policy_episode(create("lru"), get_scenario(n), s) for n, s in episodes]
+    with VectorSimulator(episodes, workers=workers, observe=None) as vec:
+        records = vec.play(PolicyAgent("lru"))
+        assert records == scalar
+        assert vec.done and vec.records() == scalar
+        steps = vec.step([[] for _ in episodes])  # every episode is done: left alone
+        assert [(s.stats, s.results, s.done, s.record) for s in steps] == [
+            (None, (), True, r) for r in scalar
+        ]
+        vec.reset_at(5, ("hard", 99))  # episode 5 runs again, from a new spec
+        assert vec.dones == [True] * 5 + [False, True]
+        while not vec.done:
+            steps = vec.step([[] for _ in episodes])
+        fresh = Simulator(get_scenario("hard"), 99)
+        while not fresh.done:
+            fresh.count_implicit_noop()
+            fresh.step()
+        assert steps[5].record == fresh.record()
+        assert vec.records() == [*scalar[:5], fresh.record(), scalar[6]]
+        again = vec.play(PolicyAgent("lru"))  # the replaced spec is the one played
+        assert again[5] == run_policy_episode(create("lru"), get_scenario("hard"), 99)
+        assert again[:5] == scalar[:5] and again[6] == scalar[6]
+
+
+def test_a_worker_error_in_play_leaves_the_pool_usable():
+    """One bad spec fails `play` in the caller; the other worker's reply is still read, so the
+    next call gets its own replies."""
+    with VectorSimulator([("no-such-scenario", 1), ("easy", 2), ("easy", 3)], workers=2) as vec:
+        with pytest.raises(RuntimeError, match="no-such-scenario"):
+            vec.play(PolicyAgent("lru"))
+        first = vec.reset([("easy", 4), ("medium", 5), ("easy", 6)])
+        assert first[1] == Simulator(get_scenario("medium"), 5).observe()
+        records = vec.play(PolicyAgent("noop"))
+    assert records[2] == run_policy_episode(create("noop"), get_scenario("easy"), 6)

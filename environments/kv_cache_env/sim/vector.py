@@ -331,11 +331,13 @@ class _Slice:
             return [self._turn(i, actions) for i, actions in enumerate(payload)]
         if command == "play":
             make_agent, specs = payload
+            # the caller holds every record once this returns; the slice's current episodes
+            # are dropped first (64 live `hard` sims slow the in-process play by ~10%)
+            self.sims = [None] * len(self.episodes)
+            self.sent = [True] * len(self.episodes)
             while (index := claim()) is not None:
                 sim = build(specs[index])
                 emit((index, _play(sim, make_agent(sim.seed))))
-            self.sims = [None] * len(self.episodes)  # the caller holds every record now
-            self.sent = [True] * len(self.episodes)
             return []
         if command == "records":
             return [self._record(i) for i in range(len(self.sims))]
