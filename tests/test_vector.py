@@ -164,10 +164,12 @@ def test_play_returns_the_callers_order_and_leaves_a_consistent_pool(workers):
 
 def test_a_worker_error_in_play_leaves_the_pool_usable():
     """One bad spec fails `play` in the caller; the other worker's reply is still read, so the
-    next call gets its own replies."""
+    next call gets its own replies, after a reset."""
     with VectorSimulator([("no-such-scenario", 1), ("easy", 2), ("easy", 3)], workers=2) as vec:
         with pytest.raises(RuntimeError, match="no-such-scenario"):
             vec.play(PolicyAgent("lru"))
+        with pytest.raises(RuntimeError, match="reset"):  # the episodes are in no known state
+            vec.records()
         first = vec.reset([("easy", 4), ("medium", 5), ("easy", 6)])
         assert first[1] == Simulator(get_scenario("medium"), 5).observe()
         records = vec.play(PolicyAgent("noop"))
