@@ -208,12 +208,13 @@ class VectorSimulator:
             "play", [(make_agent, self.episodes)] * len(self._slices)
         )
         self._reset_called = True
+        records: list[Any] = [None] * self.num_envs
         for index, record in played:
-            self._records[index] = record
-        self._done = [True] * self.num_envs
-        records = list(self._records)
+            records[index] = record
         assert len(played) == self.num_envs and all(r is not None for r in records)
-        return records  # type: ignore[return-value]
+        self._records = list(records)
+        self._done = [True] * self.num_envs
+        return records
 
     def records(self) -> list[EpisodeRecord]:
         """Each episode's record so far (final once it is done)."""
