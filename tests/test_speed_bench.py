@@ -45,6 +45,7 @@ def test_the_speed_table_measures_both_trees_and_checks_the_targets(tmp_path):
         assert figures["mooncake.memory_mib_per_12k_requests"] > 0
     assert table["bound_rewards_identical"] is True
     assert after["vector.workers_2_steps_per_s"] > 0
+    assert after["vector.speedup_2_workers"] > 0  # the median of the pairs' ratios
     assert set(table["ratio"]) >= {"hard.lru.turns_per_s", "mooncake.replay_s"}
     target = table["targets"]["mooncake.memory_mib_per_12k_requests"]
     assert target["target"] == "<= 30.0"
