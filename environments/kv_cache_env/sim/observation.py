@@ -129,7 +129,38 @@ def candidate_score(entry: EntryView) -> float:
     return round(value * (1 - entry.priority / 2) * (1 - entry.progress / 2), 2)
 
 
-class Table(Sequence[EntryView]):
+class _Deferred:
+    """Behaves as the value it builds on first use (`settle` builds it): indexed, iterated,
+    compared, hashed and printed as that value. `Table` and `Queue` defer their values."""
+
+    __slots__ = ()
+
+    def settle(self) -> Any:
+        """Build it now (its engine is about to change); returns the value."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.settle())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.settle()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.settle())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Deferred):
+            other = other.settle()
+        return bool(self.settle() == other)
+
+    def __hash__(self) -> int:
+        return hash(self.settle())
+
+    def __repr__(self) -> str:
+        return repr(self.settle())
+
+
+class Table(_Deferred, Sequence[EntryView]):
     """`Observation.entries`, built on first use from the engine it was observed on: the same
     tuple `build_observation` builds eagerly (equal, hashed, printed and pickled as that tuple).
 
@@ -157,9 +188,8 @@ class Table(Sequence[EntryView]):
     def built(self) -> bool:
         return self._rows is not None
 
-    def settle(self) -> None:
-        """Build it now (its engine is about to change)."""
-        self.rows()
+    def settle(self) -> tuple[EntryView, ...]:
+        return self.rows()
 
     def decode_growth(self) -> int:
         """`features.growth_blocks` of an unbuilt table, read from the engine without building
@@ -183,35 +213,15 @@ class Table(Sequence[EntryView]):
         assert engine is not None, "decode_growth_at_most of a built table"
         return len(engine.running) * engine.max_decode_blocks
 
-    # --- the tuple's behaviour ---------------------------------------------------------------
-    def __len__(self) -> int:
-        return len(self.rows())
-
-    def __getitem__(self, index: Any) -> Any:
-        return self.rows()[index]
-
-    def __iter__(self) -> Iterator[EntryView]:
-        return iter(self.rows())
-
+    # --- the tuple's behaviour (and `_Deferred`'s) ------------------------------------------
     def __contains__(self, item: object) -> bool:
         return item in self.rows()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Table):
-            other = other.rows()
-        return self.rows() == other
-
-    def __hash__(self) -> int:
-        return hash(self.rows())
-
-    def __repr__(self) -> str:
-        return repr(self.rows())
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (tuple, (self.rows(),))
 
 
-class Queue:
+class Queue(_Deferred):
     """`Observation.queue` without hints: the `QueueView` whose two block figures (an admission
     need per waiting request, a prefix chain walk each) and count of preempted requests are
     computed on first read, from the engine it was observed on, under `Table`'s rule (built
@@ -243,9 +253,8 @@ class Queue:
     def built(self) -> bool:
         return self._view is not None
 
-    def settle(self) -> None:
-        """Build it now (its engine is about to change)."""
-        self.view()
+    def settle(self) -> QueueView:
+        return self.view()
 
     @property
     def head_blocks(self) -> int:
@@ -259,27 +268,7 @@ class Queue:
     def preempted(self) -> int:
         return self.view().preempted
 
-    # --- the named tuple's behaviour ---------------------------------------------------------
-    def __len__(self) -> int:
-        return len(QueueView._fields)
-
-    def __getitem__(self, index: Any) -> Any:
-        return self.view()[index]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.view())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Queue):
-            other = other.view()
-        return self.view() == other
-
-    def __hash__(self) -> int:
-        return hash(self.view())
-
-    def __repr__(self) -> str:
-        return repr(self.view())
-
+    # --- the named tuple's behaviour (and `_Deferred`'s) ------------------------------------
     def __reduce__(self) -> tuple[Any, ...]:
         return (QueueView, tuple(self.view()))
 
