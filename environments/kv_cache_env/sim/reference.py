@@ -51,7 +51,7 @@ class Reference:
 class _Run:
     """One admitted request while the reference serves it (the part of `Sequence` it reads)."""
 
-    __slots__ = ("call", "followups", "gpu", "hashes", "key", "on", "priv")
+    __slots__ = ("call", "followups", "gpu", "hashes", "on", "priv")
     __slots__ += ("rate", "remaining", "todo")
 
     def __init__(
@@ -74,8 +74,6 @@ class _Run:
         """Private GPU blocks (`Sequence.gpu_blocks`)."""
         self.on = True
         """In the running set (False once paused, finished or failed)."""
-        self.key: object = None
-        """Its key in `holders` (while it holds its prefix)."""
 
 
 def run_reference(scenario: Scenario, schedule: Schedule) -> Reference:
@@ -100,12 +98,12 @@ def _play(scenario: Scenario, schedule: Schedule) -> Reference:
     arrivals = schedule.arrivals_by_step()
 
     counts: dict[int, int] = {}
-    """Prefix hashes referenced (count > 0), each with how many of the `holders` keys hold it.
-    Only which hashes are here counts (`BlockPool.ref_counts`' keys: used blocks)."""
+    """Prefix hashes referenced (count > 0), each with its occurrences in the `holders` chains.
+    Only which hashes are here counts (`BlockPool.shared`'s keys: used blocks)."""
     known: set[int] = set()
     """Every prefix hash ever stored, shared or cached: nothing is ever reclaimed, so a hash is
-    a hit exactly when it is here (`BlockPool.cached_hit_length` over ref_counts + cached)."""
-    holders: dict[object, int] = {}
+    a hit exactly when it is here (`BlockPool.cached_hit_length` over shared + cached)."""
+    holders: dict[tuple[int, ...], int] = {}
     """Holders per distinct chain (`BlockPool.holders`): each chain counts its hashes once
     however many requests hold it, so the per-hash loops of `acquire_prefix` and
     `release_prefix` run only when a chain's first holder comes and its last one leaves."""
@@ -218,10 +216,8 @@ def _play(scenario: Scenario, schedule: Schedule) -> Reference:
             run = _Run(hashes, request.decode_rate, request.followups, prompt - prefix)
             run.todo = request.output_tokens
             if hashes:
-                key = hashes
-                run.key = key
-                held = holders.get(key, 0)
-                holders[key] = held + 1
+                held = holders.get(hashes, 0)
+                holders[hashes] = held + 1
                 # held: another holder references the whole chain, every hash a hit
                 hits = len(hashes) if held else _acquire(hashes, counts, known)
                 hit_tokens = hits * hash_tokens
@@ -289,10 +285,10 @@ def _acquire(hashes: tuple[int, ...], counts: dict[int, int], known: set[int]) -
     return hits
 
 
-def _release(run: _Run, holders: dict[object, int], counts: dict[int, int]) -> None:
+def _release(run: _Run, holders: dict[tuple[int, ...], int], counts: dict[int, int]) -> None:
     """Drop `run`'s hold on its prefix chain (`BlockPool.release_prefix` when it was the last
-    holder of its key): a hash whose count falls to 0 is cached, free but still a hit."""
-    key = run.key
+    holder of its chain): a hash whose count falls to 0 is cached, free but still a hit."""
+    key = run.hashes
     held = holders[key] - 1
     if held:
         holders[key] = held
