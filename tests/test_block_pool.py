@@ -147,6 +147,13 @@ def test_a_chain_held_twice_counts_its_hashes_once_and_its_last_holder_releases_
     pool.check()
 
 
+def test_an_empty_chain_references_nothing():
+    pool = BlockPool(4)
+    assert pool.acquire_prefix(()) == (0, [], []) and pool.release_prefix(()) == 0
+    assert not pool.holders and not pool.shared
+    pool.check()
+
+
 def test_hashes_that_are_not_a_chain_are_counted_per_occurrence():
     pool = BlockPool(10)
     pool.acquire_prefix((7, 8))

@@ -162,6 +162,8 @@ class BlockPool:
         back off the LRU queue), misses get fresh blocks. Returns (hits, stored, reclaimed):
         the hashes newly stored and the cached hashes reclaimed to make room. `hits` may pass
         in a `cached_hit_length` just computed (nothing may change in between)."""
+        if not hashes:
+            return 0, [], []  # nothing to reference (and no chain to count holders of)
         key = _key(hashes)
         holders = self.holders.get(key)
         if holders:
@@ -227,6 +229,8 @@ class BlockPool:
         """Drop one reference to each block of the chain. Blocks reaching 0 stay cached; the
         chain is released tail first so its tail is reclaimed first (vLLM frees in reverse).
         Returns how many hashes reached 0 (the ones the caller held alone; x `unit` for blocks)."""
+        if not hashes:
+            return 0
         key = _key(hashes)
         holders = self.holders[key] - 1
         if holders:
