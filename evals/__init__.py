@@ -11,4 +11,16 @@
 - `report`: the leaderboard report over every family's results.
 
 The environments (`kv_cache_env`, `kv_context_env`) never import this package.
+
+One setting for every process of this layer, made here because it must come before anything
+imports numpy: OpenBLAS runs one thread per core, and they spin (here 65 ms of CPU at numpy's
+import and more after, a tenth of a whole Mooncake replay's CPU) although nothing in this layer
+does linear algebra worth a thread, and `-j` already runs a process per core. A value the user
+set wins.
 """
+
+import os
+
+USER_BLAS_THREADS = os.environ.get("OPENBLAS_NUM_THREADS")
+"""The user's own setting (None: unset), for `bench` to hand its probes the user's environment."""
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -27,6 +27,8 @@ from typing import Any
 
 from rich.table import Column, Table
 
+from .. import USER_BLAS_THREADS
+
 HERE = Path(__file__).resolve().parents[2]
 PROBE = Path(__file__).resolve().parent / "speed_probe.py"
 
@@ -64,6 +66,12 @@ def _environment(tree: Path) -> dict[str, str]:
     # The issue measures with a warm bytecode cache: a shell that sets PYTHONDONTWRITEBYTECODE
     # would have every probe recompile every module it imports (~1 s for `kvarena eval`).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # Each tree as the user's shell would start it: this process's BLAS setting is its own
+    # (`evals/__init__`), and a tree that sets none ran with the user's.
+    if USER_BLAS_THREADS is None:
+        env.pop("OPENBLAS_NUM_THREADS", None)
+    else:
+        env["OPENBLAS_NUM_THREADS"] = USER_BLAS_THREADS
     return env
 
 
