@@ -339,3 +339,20 @@ def test_an_unexpected_error_is_one_line_and_run_json_says_error(tmp_path, monke
     calls.clear()
     debug = runner.invoke(app, ["--debug", *args, "--force"])
     assert isinstance(debug.exception, RuntimeError)
+
+
+def test_a_closed_output_pipe_is_no_bug(monkeypatch):
+    """`kvarena scenarios | head -1`: when the reader has gone, writing raises BrokenPipeError.
+    That ends the command with status 1 and no "unexpected ... (a bug" line (typer's own
+    handler silences the streams), as `git log | head` ends."""
+    import errno
+
+    import rich.console
+
+    def closed_pipe(*args, **kwargs):
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(rich.console.Console, "print", closed_pipe)
+    done = runner.invoke(app, ["scenarios"])
+    assert done.exit_code == 1
+    assert "unexpected" not in done.output and "Traceback" not in done.output

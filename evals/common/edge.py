@@ -9,7 +9,8 @@ anything runs, and anything that still escapes becomes one line, never a traceba
   refused before the run, naming the option.
 - `SafeGroup`: the top-level handler. An unexpected exception prints `error: <type>: <message>`
   on one line and a pointer to `--debug` (or `KVARENA_DEBUG=1`), which shows the traceback.
-  Input errors exit with status 2 (`_fail` in `cli`), an unexpected error with 1, Ctrl-C 130.
+  Input errors exit with status 2 (`_fail` in `cli`), an unexpected error with 1, Ctrl-C 130;
+  a closed output pipe (`kvarena ... | head`) ends quietly with 1.
 """
 
 from __future__ import annotations
@@ -126,6 +127,10 @@ class SafeGroup(typer.core.TyperGroup):
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, TyperException):
+            raise
+        except BrokenPipeError:
+            # The reader went away (`kvarena ... | head`): not a bug. Typer's `main` silences
+            # the streams and exits 1, as `git log | head` ends quietly.
             raise
         except InputError as error:
             typer.echo(f"error: {one_line(str(error), 400)}", err=True)
