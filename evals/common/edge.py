@@ -126,11 +126,9 @@ class SafeGroup(typer.core.TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, TyperException):
-            raise
-        except BrokenPipeError:
-            # The reader went away (`kvarena ... | head`): not a bug. Typer's `main` silences
-            # the streams and exits 1, as `git log | head` ends quietly.
+        # A BrokenPipeError is the reader going away (`kvarena ... | head`), not a bug: typer's
+        # `main` silences the streams and exits 1, as `git log | head` ends quietly.
+        except (typer.Exit, typer.Abort, TyperException, BrokenPipeError):
             raise
         except InputError as error:
             typer.echo(f"error: {one_line(str(error), 400)}", err=True)
