@@ -2,8 +2,17 @@
 lookahead and of the bound."""
 
 import pytest
+from conftest import call, req, tiny_sim
 
-from evals.serving.policies import BUILTIN, REFERENCE, available, bound_pool, create, register
+from evals.serving.policies import (
+    BUILTIN,
+    REFERENCE,
+    available,
+    bound_pool,
+    create,
+    decide,
+    register,
+)
 from evals.serving.policies.bound import BoundPolicy
 from evals.serving.policies.lookahead import BASE_HEURISTICS, LookaheadPolicy
 from evals.serving.runner import run_policy_episode
@@ -14,6 +23,7 @@ from rubrics import score
 def test_registry_lists_and_builds_the_required_policies():
     default = {
         "noop",
+        "vllm-default",
         "random",
         "fifo",
         "lru",
@@ -160,3 +170,52 @@ def test_bound_reusing_last_turns_play_outs_takes_the_same_actions():
         saved += reused.replays_saved
         assert played.replays_saved == 0
     assert saved > 0  # the reuse happened (else this test checks nothing)
+
+
+def _idle_sessions_world():
+    # a and b each run one 4-token call (3 blocks of 4 tokens) and pause for 30 steps, a first
+    # (last read at t3, b at t4); r then grows by a block a step from t4; capacity 10
+    requests = [
+        req("a", prompt=8, output=4, rate=4, followups=(call(30),)),
+        req("b", arrival=1, prompt=8, output=4, rate=4, followups=(call(30),)),
+        req("r", arrival=2, prompt=8, output=24, rate=4),
+    ]
+    return tiny_sim(requests, capacity=10, steps=10)
+
+
+def _play(sim, name):
+    policy = create(name)
+    while not sim.done:
+        for action in decide(policy, sim):
+            assert sim.apply(action).ok
+        sim.step()
+        sim.check_invariants()
+    return sim.record()
+
+
+def test_vllm_default_reclaims_idle_paused_kv_lru_before_any_running_preemption():
+    # vLLM v1: a finished call's blocks stay cached and the free queue gives the least recently
+    # freed first; a running request is preempted only when nothing cached is left
+    kept = _play(_idle_sessions_world(), "noop")
+    assert kept.forced_preemptions[6] == 1  # noop: r's growth at t6 preempts r itself
+    reclaimed = _play(_idle_sessions_world(), "vllm-default")
+    assert sum(reclaimed.forced_preemptions) == 0 and reclaimed.total_failures == 0
+    # a (paused first) goes on the first turn r's next block does not fit, b when it is needed
+    assert [(e.turn, e.seq_id, e.paused, e.forced) for e in reclaimed.evictions] == [
+        (6, "a", True, False),
+        (9, "b", True, False),
+    ]
+    assert reclaimed.evictions[0].freed_blocks == 3
+
+
+def test_vllm_default_never_touches_running_sequences():
+    sim = Simulator(get_scenario("chat-human"), 3)
+    policy = create("vllm-default")
+    while not sim.done:
+        obs = sim.observe()
+        running = {e.seq_id for e in obs.entries if not e.paused}
+        actions = decide(policy, sim)
+        assert all(a.kind == "evict" and a.seq_id not in running for a in actions)
+        for action in actions:
+            sim.apply(action)
+        sim.step()

@@ -86,6 +86,8 @@ def test_results_of_different_suite_versions_are_refused(runs, tmp_path):
     (tmp_path / "results.jsonl").write_text(dumps(older) + "\n")
     with pytest.raises(ReportError, match="different suite versions"):
         load_results([runs[0], tmp_path])
+    with pytest.raises(ReportError, match=r"results of serving suite v1: this kvarena reports"):
+        load_results([tmp_path])
 
 
 def test_malformed_results_name_file_and_line(tmp_path):

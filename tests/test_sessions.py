@@ -7,12 +7,16 @@ from conftest import call, req, steps, tiny_sim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from evals.serving.policies import create, decide
 from kv_cache_env.sim import (
+    SUITE,
     BlockType,
     PauseKind,
+    Simulator,
     Status,
     compress,
     evict,
+    get_scenario,
     make_action,
     swap,
 )
@@ -163,27 +167,51 @@ def test_engine_fallback_never_preempts_a_paused_session(fallback):
     assert eviction.seq_id == "r" and eviction.forced and not eviction.paused
 
 
-def test_drain_serves_what_runs_and_fails_what_is_left():
-    # r is mid-decode at the last turn; p's next call is further away than the drain lasts
+def test_drain_serves_everything_until_it_completes_no_clock_edge():
+    # r is mid-decode at the last turn; p's next call returns 20 steps later, in the drain
     requests = [
         req("r", prompt=8, output=12, rate=4),
         req("p", prompt=8, output=4, rate=4, followups=(call(20),)),
     ]
     sim = tiny_sim(requests, capacity=20, steps=4, pause_mix=((PauseKind.TOOL, 1.0),))
-    assert sim.scenario.drain_steps == 2 + 3 + 1  # longest tool pause + max wait + 1
     steps(sim, 4)
     assert sim.done
     r_seq, p = sim.engine.sequences["r"], sim.engine.sequences["p"]
     record = sim.record()
-    # turns t0-t3: r 1 + 4 tokens, p 1 + 3; the drain runs its 6 steps (p stays paused):
-    # r decodes 4, 3 (t4, t5) and finishes; p fails when the cap is reached
+    # turns t0-t3: r 1 + 4 tokens, p 1 + 3 (call 0 done at t3, back at t3 + 1 + 20 = t24);
+    # the drain: r decodes 4, 3 (t4, t5) and finishes; p returns at t24 with its KV on the
+    # GPU, prefills its 8 new tokens and emits 1, then 3 at t25: drain t4-t25, 22 steps
     assert record.tokens == (0, 0, 2, 7)
-    assert (record.drain_steps, record.drain_tokens, record.drain_failures) == (6, 7, 1)
-    assert record.drain_effective_tokens == 7.0
+    assert (record.drain_steps, record.drain_tokens, record.drain_failures) == (22, 7 + 4, 0)
+    assert not record.drain_capped
     assert r_seq.status is Status.FINISHED and r_seq.generated == 12
-    assert p.status is Status.FAILED and p.gpu_blocks == 0
-    assert sim.engine.pool.used == 0 and not sim.engine.paused
-    assert record.total_failures == 1 and r.failure_penalty(record) == pytest.approx(-0.15)
+    assert p.status is Status.FINISHED and p.generated == 8
+    assert sim.engine.pool.used == 0 and sim.engine.idle
+    assert record.total_failures == 0
+
+
+def test_in_the_drain_a_request_fails_only_by_its_own_deadline():
+    # capacity 14: r (admitted at t1) grows from 41 tokens (11 blocks, t2) to 56 (14 blocks,
+    # t6); w (16-token prompt: 4 blocks) arrives at step 1 and never fits beside r: it waits
+    # past its 3-step deadline and fails at t5, in the drain, as it would in any step
+    requests = [req("r", prompt=40, output=16, rate=4), req("w", arrival=1, prompt=16, output=4)]
+    sim = tiny_sim(requests, capacity=14, steps=2)
+    steps(sim, 2)
+    record = sim.record()
+    w = sim.engine.sequences["w"]
+    assert w.status is Status.FAILED and record.drain_failures == 1 and not record.drain_capped
+    assert sim.engine.sequences["r"].status is Status.FINISHED
+    assert record.drain_steps == 5  # t2-t6
+
+
+def test_the_drain_safety_cap_fails_what_is_left_and_says_so():
+    requests = [req("p", prompt=8, output=4, rate=4, followups=(call(20),))]
+    sim = tiny_sim(requests, capacity=20, steps=4, drain_cap_steps=5)
+    steps(sim, 4)
+    record = sim.record()
+    assert record.drain_capped and record.drain_steps == 5 and record.drain_failures == 1
+    assert sim.engine.sequences["p"].status is Status.FAILED and sim.engine.pool.used == 0
+    sim.check_invariants()
 
 
 def test_no_new_pause_while_draining():
@@ -318,3 +346,20 @@ def test_engine_check_holds_after_random_actions_on_random_sessions(
     assert record.total_failures == sum(s.status is Status.FAILED for s in seqs)
     assert all(s.status in (Status.FINISHED, Status.FAILED, Status.RUNNING) for s in seqs)
     assert not sim.engine.waiting and not sim.engine.paused and sim.engine.cpu_used == 0
+
+
+@pytest.mark.parametrize("policy", ["noop", "discard-paused", "swap-paused+compress-all"])
+def test_no_suite_episode_reaches_the_drain_cap(policy):
+    # the cap is a safety net for a runaway engine: every suite episode drains well before it
+    for scenario in SUITE:
+        for seed in (0, 1):
+            sim = Simulator(get_scenario(scenario), seed)
+            agent = create(policy)
+            while not sim.done:
+                for action in decide(agent, sim):
+                    sim.apply(action)
+                sim.step()
+            record = sim.record()
+            assert not record.drain_capped, (scenario, seed)
+            assert record.drain_steps < sim.scenario.drain_cap // 4, (scenario, seed)
+            assert sim.engine.idle

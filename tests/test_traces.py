@@ -76,7 +76,6 @@ def test_full_replay_covers_the_whole_trace(mooncake):
         f.pause == "human" and 1 <= f.pause_steps <= 60 for r in sessions for f in r.followups
     )
     assert scenario.warmup_steps == 0 and scenario.steps >= 3539
-    assert scenario.drain_steps == 60 + scenario.max_wait_steps + 1
 
 
 def _write(tmp_path, name, text):

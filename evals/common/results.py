@@ -4,7 +4,7 @@ Every writer (policy runs, hosted-model runs, verifiers traces converted) produc
 shape, so one table holds policies and models alike. No wall-clock field is part of it: equal
 arguments give byte-identical files (`dumps` sorts keys and fixes separators).
 
-    schema_version  int     SCHEMA_VERSION (2: serving suite v2 - sessions, drain, bound)
+    schema_version  int     SCHEMA_VERSION (3: serving suite v3 - a drain with no clock edge)
     suite_version   str     the serving suite of the episode (`kv_cache_env.sim.SUITE_VERSION`)
     agent           str     policy name, or model name for LLM runs
     scenario        str
@@ -31,7 +31,7 @@ from typing import Any
 from kv_cache_env.sim import SUITE_VERSION, EpisodeRecord
 from rubrics import COMPONENTS, METRIC_NAMES, episode_metrics, resolve_weights, score
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 USAGE_FIELDS: tuple[str, ...] = (
     "input_tokens",

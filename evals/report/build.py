@@ -68,6 +68,11 @@ def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
         raise ReportError(
             f"results of different suite versions ({', '.join(suites)}) cannot share a leaderboard"
         )
+    if suites[0] != SUITE_VERSION:
+        raise ReportError(
+            f"results of serving suite v{suites[0]}: this kvarena reports suite v{SUITE_VERSION} "
+            "(rerun the evaluation with it)"
+        )
     return results
 
 

@@ -38,9 +38,12 @@ One `step()`, in order (after the agent's actions):
 4. admit waiting requests FCFS while blocks allow (prefix hits reduce the need; offloaded KV is
    loaded; the head of the queue blocks the rest; a request preempted this step waits a step);
 5. fail requests that have waited more than `max_wait_steps`, and resumed calls whose first
-   token has not come `max_wait_steps` after their return (a departure for sessions: their
-   client waits through queueing, loading and recompute alike, so a discarded long context that
-   cannot be recomputed in time fails - InferCept's cost of discarding);
+   token has not come `max_wait_steps` after their return: a per-request time-to-first-token
+   SLO (DistServe, Zhong et al., OSDI 2024, sets TTFT SLOs of 0.25-4 s for chatbots and 15 s
+   for summarization; Mooncake, FAST 2025, rejects requests predicted to miss theirs). The
+   client of a resumed call waits through queueing, loading and recompute alike, so a
+   discarded long context that cannot be recomputed in time fails - InferCept's cost of
+   discarding;
 6. enqueue this step's arrivals (none while draining).
 """
 
@@ -331,17 +334,18 @@ class Engine:
         return stats
 
     def fail_unfinished(self) -> int:
-        """End of the drain: every request still waiting or paused fails (running ones are being
-        served and are let go). Returns how many failed."""
+        """The drain's safety cap was reached (a runaway engine): every request still running,
+        waiting or paused fails. Returns how many failed."""
         failed = 0
-        for seq in (*self.waiting, *self.paused):
-            if seq.status is Status.PAUSED:
+        for seq in (*self.running, *self.waiting, *self.paused):
+            if seq.status in (Status.PAUSED, Status.RUNNING):
                 self.pool.free(seq.gpu_blocks)
                 self._release_prefix(seq)
             self.cpu_used -= seq.cpu_blocks
             seq.gpu_blocks = seq.cpu_blocks = 0
             seq.status = Status.FAILED
             failed += 1
+        self.running.clear()
         self.waiting.clear()
         self.paused.clear()
         self._next_return = _NEVER

@@ -87,7 +87,7 @@ class EpisodeRecord:
     drain_tokens: int = 0
     drain_effective_tokens: float = 0.0
     drain_failures: int = 0
-    """Requests that timed out in the drain, or were still waiting or paused at its end."""
+    """Requests that failed in the drain (by their own deadlines), or at its safety cap."""
     reference_drain_tokens: int = 0
     """Tokens the unconstrained engine generates in its own drain."""
     reference_ideal_block_steps: float = 0.0
@@ -95,6 +95,9 @@ class EpisodeRecord:
     `Reference.ideal_block_steps`."""
     paused_evictions: int = 0
     """Evictions (by the agent) of sessions paused between calls."""
+    drain_capped: bool = False
+    """The drain reached its safety cap (`Scenario.drain_cap`): whatever was left failed. Never
+    true on the suite (tested); true means a runaway engine, not a policy's doing."""
 
     @property
     def usage(self) -> tuple[float, ...]:

@@ -126,7 +126,7 @@ def _play(scenario: Scenario, schedule: Schedule) -> Reference:
     tokens = block_steps = drain_tokens = 0
     ideal = 0.0
 
-    for t in range(horizon + scenario.drain_steps):
+    for t in range(horizon + scenario.drain_cap):
         draining = t >= horizon
         # Arrivals of step t-1 (`Engine._arrive`: none while draining) are the whole queue.
         waiting = arrivals[t - 1] if 0 < t <= horizon else ()

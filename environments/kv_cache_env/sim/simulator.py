@@ -14,10 +14,12 @@ actions give a bit-identical episode. Pure: no I/O, no wall clock.
 
 The last agent turn is followed by a **drain** (a departure from seed 003, which just stops):
 agent-free engine steps with no new arrivals and no new pauses, in which paused sessions return
-on schedule (offloaded ones load their KV back, discarded ones recompute, waiting ones may time
-out), until nothing is left or `scenario.drain_steps` have run; then whatever still waits or is
-paused fails. The drain makes the consequences of the last turns count: a last-turn dump of the
-cache pays for itself in the drain. The reference engine runs through the same drain.
+on schedule (offloaded ones load their KV back, discarded ones recompute), until every request
+has completed or failed by its own deadline (a queue timeout, a resumed call's first-token
+deadline): nothing fails because the episode ended. `scenario.drain_cap` is a safety cap only
+(no suite episode reaches it; a record that does says so). The drain makes the consequences of
+the last turns count: a last-turn dump of the cache pays for itself in the drain. The reference
+engine runs through the same drain.
 """
 
 from __future__ import annotations
@@ -67,13 +69,15 @@ def run_reference_stepwise(scenario: Scenario, schedule: Schedule) -> Reference:
 
 
 def run_drain(engine: Engine) -> tuple[list[StepStats], int]:
-    """Play the agent-free drain on `engine`: its step stats, and the failures of whatever is
-    left waiting or paused when the cap is reached."""
+    """Play the agent-free drain on `engine` until it is idle: every request completes or fails
+    by its own deadline (a queue timeout, a resumed call's first-token deadline). Returns its
+    step stats and how many requests failed at the safety cap (`Scenario.drain_cap`, 0 unless
+    the engine ran away; `Engine.fail_unfinished`)."""
     engine.draining = True
     stats = []
-    for _ in range(engine.scenario.drain_steps):
+    for _ in range(engine.scenario.drain_cap):
         if engine.idle:
-            break
+            return stats, 0
         stats.append(engine.step())
     return stats, engine.fail_unfinished()
 
@@ -349,6 +353,7 @@ class Simulator:
             drain_tokens=sum(s.tokens for s in drain),
             drain_effective_tokens=sum(s.effective_tokens for s in drain),
             drain_failures=sum(s.failures for s in drain) + self._drain_failures,
+            drain_capped=len(drain) >= self.scenario.drain_cap,
             reference_drain_tokens=self.reference.drain_tokens,
             reference_ideal_block_steps=self.reference.ideal_block_steps,
             paused_evictions=sum(1 for e in evictions if e.paused),

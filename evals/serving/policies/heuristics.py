@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kv_cache_env.features import compress_gain
+from kv_cache_env.features import compress_gain, growth_blocks
 from kv_cache_env.sim import (
     EVICTION_VALUE,
     RETENTION_PRIORITY,
@@ -39,7 +39,9 @@ def arrival_order(seq_id: str) -> int:
 
 
 class NoopPolicy(Policy):
-    """Never acts: the engine's own fallback preemption is all that manages memory."""
+    """Never acts: every paused session's KV stays pinned on the GPU until it returns
+    (InferCept's "preserve"), and the engine's own fallback preemption of running requests is
+    all that manages memory. `vllm-default` is what vLLM itself would do."""
 
     name = "noop"
 
@@ -216,8 +218,48 @@ class CompressAllPolicy(Policy):
         ]
 
 
+class VllmDefaultPolicy(Policy):
+    """What vLLM v1's prefix cache does with idle sessions' KV: a finished call's blocks stay
+    cached and are reclaimed least recently used first when an allocation needs them, before
+    any running request is preempted.
+
+    vLLM v1 (`vllm/v1/core/`): when a request finishes, `KVCacheManager.free` returns its
+    blocks to the `BlockPool`'s free-block queue (tail blocks of a chain first), still hashed,
+    so the session's next call, whose prompt extends the same tokens, hits them
+    (`find_longest_cache_hit`); `BlockPool.get_new_blocks` pops the queue's head and evicts the
+    cached block found there (`_maybe_evict_cached_block`), so blocks are reclaimed least
+    recently freed first; and `Scheduler.schedule` preempts a running request
+    (`self.running.pop()`) only when `allocate_slots` fails with the whole free queue, cached
+    blocks included, exhausted. Here a paused session's KV is pinned until someone frees it, so
+    this policy does the reclaiming: each turn, when next step's decode growth plus what the
+    waiting queue needs to be admitted exceeds the blocks available (free + cached), it
+    discards paused sessions' KV, least recently used first, until it fits; it never touches a
+    running sequence (the engine's own fallback preempts, as vLLM's does). One departure: vLLM
+    evicts block by block from a chain's tail, so a partly reclaimed session recomputes only
+    its tail; here a session's KV goes whole."""
+
+    name = "vllm-default"
+
+    def act(self, obs: Observation) -> list[Action]:
+        need = growth_blocks(obs) + obs.queue.demand_blocks - obs.available
+        actions: list[Action] = []
+        if need <= 0:
+            return actions
+        idle = sorted(
+            (e for e in obs.entries if e.paused and not e.swapped and e.frees > 0),
+            key=lambda e: (e.last_access, arrival_order(e.seq_id)),
+        )
+        for entry in idle:
+            actions.append(evict(entry.seq_id))
+            need -= entry.frees
+            if need <= 0:
+                break
+        return actions
+
+
 HEURISTICS: tuple[type[Policy], ...] = (
     NoopPolicy,
+    VllmDefaultPolicy,
     RandomPolicy,
     FifoPolicy,
     LruPolicy,
