@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from kv_cache_env.sim import Simulator, Status, get_scenario, make_action
 
-SCENARIOS = ("easy", "medium", "hard", "seed-compatible")
+SCENARIOS = ("easy", "medium", "hard", "medium-128")
 KINDS = ("evict", "compress", "swap", "noop", "bogus")
 
 

@@ -27,7 +27,7 @@ from .agent import play_episode
 from .episodes import EpisodeSpec
 from .openai_chat import openai_chat
 from .prompt import system_prompt, turn_message
-from .sim import SCENARIOS, EpisodeRecord, Simulator
+from .sim import SCENARIOS, EpisodeRecord, Simulator, canonical_scenario_name
 
 RECORD_KEY = "episode_record"
 
@@ -120,7 +120,7 @@ class KvCacheTask(vf.Task[KvCacheData, KvCacheState, KvCacheTaskConfig]):
 class KvCacheTasksetConfig(vf.TasksetConfig):
     scenario: str = "medium"
     """A built-in scenario (`kvarena scenarios`: easy, medium, hard, the suite v2 regimes
-    agent-tools, chat-human, big-cpu, slow-prefill, flash-crowd, or seed-compatible); or the path
+    agent-tools, chat-human, big-cpu, slow-prefill, flash-crowd, or medium-128); or the path
     of a Mooncake .jsonl / Azure .csv trace to replay (with the `medium` budget)."""
     num_tasks: int = 20
     """Number of episodes (task i uses seed base_seed + i)."""
@@ -139,7 +139,7 @@ class KvCacheTasksetConfig(vf.TasksetConfig):
 class KvCacheTaskset(vf.Taskset[KvCacheTask, KvCacheTasksetConfig]):
     def load(self) -> Iterator[KvCacheTask]:
         config = self.config
-        scenario, trace = config.scenario, None
+        scenario, trace = canonical_scenario_name(config.scenario), None
         if scenario not in SCENARIOS:
             scenario, trace = "medium", config.scenario
         for i in range(config.num_tasks):

@@ -100,7 +100,7 @@ class Row:
 
 
 def scenario_order(name: str) -> tuple[int, str]:
-    order = {tier: i for i, tier in enumerate(dict.fromkeys((*TIERS, *SUITE, "seed-compatible")))}
+    order = {tier: i for i, tier in enumerate(dict.fromkeys((*TIERS, *SUITE, "medium-128")))}
     return (order.get(name, len(order)), name)
 
 

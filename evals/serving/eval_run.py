@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from kv_cache_env.episodes import EpisodeSpec, load_episode_trace
-from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
+from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION, canonical_scenario_name
 from kv_cache_env.traces import TraceError
 
 from ..common.console import console, progress, split_list, versions
@@ -155,6 +155,7 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
             except ValueError as error:
                 raise InputError(str(error)) from None
     tiers = split_list(args.scenario) or (["medium"] if args.trace else list(SUITE))
+    tiers = [canonical_scenario_name(tier) for tier in tiers]  # a former name: results say the new
     for tier in tiers:
         if tier not in SCENARIOS:
             known = ", ".join(SCENARIOS)

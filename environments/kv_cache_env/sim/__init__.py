@@ -21,6 +21,7 @@ from .observation import Candidate, EntryView, Observation, QueueView
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
 from .scenario import (
     PAUSES,
+    SCENARIO_ALIASES,
     SCENARIOS,
     SUITE,
     SUITE_VERSION,
@@ -28,6 +29,7 @@ from .scenario import (
     PauseProfile,
     RequestProfile,
     Scenario,
+    canonical_scenario_name,
     get_scenario,
 )
 from .simulator import Reference, Simulator, run_reference
@@ -50,6 +52,7 @@ __all__ = [
     "PAUSES",
     "RETENTION_PRIORITY",
     "SCENARIOS",
+    "SCENARIO_ALIASES",
     "SUITE",
     "SUITE_VERSION",
     "TIERS",
@@ -82,6 +85,7 @@ __all__ = [
     "VectorSimulator",
     "VectorStep",
     "approx_tokens",
+    "canonical_scenario_name",
     "compress",
     "evict",
     "get_scenario",

@@ -2,8 +2,8 @@
 
 A `Scenario` says how requests arrive and how big they are, how the engine behaves, and how tight
 memory is. It holds no state; a `Simulator(scenario, seed)` draws one concrete episode from it.
-The built-in tiers follow seed 003 (easy / medium / hard); `seed-compatible` reproduces the seed's
-128-token pages.
+The built-in tiers are easy / medium / hard; `medium-128` is `medium` with the 128-token pages of
+the original design (`memory_cost(page_size=128)`).
 """
 
 from __future__ import annotations
@@ -400,8 +400,8 @@ FLASH_CROWD = _REGIME.with_options(
     burst_multiplier=4.0,
 )
 
-# Seed 003's own geometry: 128-token pages (its memory_cost(page_size=128)).
-SEED_COMPATIBLE = MEDIUM.with_options(name="seed-compatible", block_size=128)
+# The original design's geometry: 128-token pages (its memory_cost(page_size=128)).
+MEDIUM_128 = MEDIUM.with_options(name="medium-128", block_size=128)
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -414,7 +414,7 @@ SCENARIOS: dict[str, Scenario] = {
         BIG_CPU,
         SLOW_PREFILL,
         FLASH_CROWD,
-        SEED_COMPATIBLE,
+        MEDIUM_128,
     )
 }
 TIERS: tuple[str, ...] = ("easy", "medium", "hard")
@@ -432,10 +432,19 @@ SUITE: tuple[str, ...] = (
 SUITE_VERSION = "3"
 
 
+SCENARIO_ALIASES: dict[str, str] = {"seed-compatible": "medium-128"}
+"""Former names still accepted (results and commands written before a rename keep working)."""
+
+
+def canonical_scenario_name(name: str) -> str:
+    """`name`, or the current name of a scenario that was renamed."""
+    return SCENARIO_ALIASES.get(name, name)
+
+
 def get_scenario(name: str) -> Scenario:
-    """The built-in scenario called `name`; a clear error lists the known ones."""
+    """The built-in scenario called `name` (or a former name); an error lists the known ones."""
     try:
-        return SCENARIOS[name]
+        return SCENARIOS[canonical_scenario_name(name)]
     except KeyError:
         known = ", ".join(sorted(SCENARIOS))
         raise ValueError(f"unknown scenario {name!r}; known scenarios: {known}") from None
