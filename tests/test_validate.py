@@ -43,7 +43,8 @@ def test_validate_runs_every_check_at_ci_size(checks):
         "swap-only family averages <= 0.8",
         "every single-tool family <= 0.5 on at least two scenarios",
         "best fixed two-tool rule averages <= 0.9",
-        "on hard the best seed-004 eviction policy beats noop (paired CI above 0)",
+        "on hard the best classic eviction order (fifo, lru, priority) beats noop "
+        "(paired CI above 0)",
     ]
     for name in reported:
         assert name in checks and checks[name].detail

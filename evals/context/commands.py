@@ -64,8 +64,8 @@ def context_eval_command(
     out: Out = None,
     weights: Weights = None,
 ) -> None:
-    """The conversation-context family: which blocks of one long chat stay cached (seeds 000 +
-    001). Writes results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
+    """The conversation-context family: which blocks of one long chat stay cached. Writes
+    results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
     from rubrics.context import CONTEXT_COMPONENTS
 
     from ..common.local_model import DEFAULT_MAX_TOKENS, is_local

@@ -42,9 +42,9 @@ def cache_replay_command(
     ] = 1.5,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Replay eval transcripts through (a) no breakpoints, (b) one after the system prompt,
-    (c) a rolling breakpoint on the last message, (d) the stability tiers and (e) the hybrid
-    planner (the hosted client's default); compare costs."""
+    """Replay eval transcripts under five prompt-cache breakpoint strategies and compare costs:
+    none, system (after the system prompt), rolling (on the last message), tiers (the stability
+    tiers) and hybrid (tiers plus a rolling breakpoint; the hosted client's default)."""
     from .minimums import min_cacheable_tokens
     from .replay_table import run_cache_replay
 

@@ -65,7 +65,7 @@ def run_cache_replay(
         "breakpoints/req",
         "honoured/req",
         "cost $",
-        "vs (a)",
+        "vs none",
     ):
         table.add_column(
             header,

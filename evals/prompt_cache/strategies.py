@@ -40,11 +40,11 @@ STRATEGIES: tuple[Strategy, ...] = ("none", "system", "rolling", "tiers", "hybri
 DEFAULT_STRATEGY: Strategy = "hybrid"
 """What the hosted client sends where the endpoint supports explicit caching."""
 DESCRIPTIONS: dict[Strategy, str] = {
-    "none": "(a) none",
-    "system": "(b) system",
-    "rolling": "(c) rolling",
-    "tiers": "(d) tiers",
-    "hybrid": "(e) hybrid",
+    "none": "none: no breakpoint",
+    "system": "system: after the system prompt",
+    "rolling": "rolling: on the last message",
+    "tiers": "tiers: stability tiers",
+    "hybrid": "hybrid: tiers + rolling",
 }
 
 

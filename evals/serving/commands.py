@@ -43,7 +43,7 @@ PromptCache = Annotated[
     bool | None,
     typer.Option(
         "--prompt-cache/--no-prompt-cache",
-        help="cache_control breakpoints of the hybrid planner (seed 002's tiers for "
+        help="cache_control breakpoints of the hybrid planner (stability tiers for "
         "changing content, a rolling breakpoint for growing history). Default: on for "
         "--api anthropic and for OpenAI-compatible hosts that accept cache_control "
         "(OpenRouter); off elsewhere.",

@@ -11,7 +11,7 @@ best member's normalized mean on a scenario. Each check passes or fails with its
 2. tool ablation: removing any one tool costs >= 10% of the range on at least one scenario (the
    ablated bound is the same search and pool with that tool masked; the cost is measured against
    the best of it and every policy that never used the tool);
-3. on `hard`, the best seed-004 eviction policy beats noop (paired CI above 0);
+3. on `hard`, the best classic eviction order (FIFO, LRU, priority) beats noop (paired CI above 0);
 4. the bound's trajectory plus a last-turn dump (swap, else evict, everything non-system) is no
    better than the bound (paired mean <= 0, upper end of the 95% CI <= 0.005);
 5. from outside: no agent run here beats the bound on more than 5% of a scenario's episodes;
@@ -55,7 +55,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "swap-only": ("swap-all", "swap-paused"),
 }
 TWO_TOOL = ("swap-paused+compress-all", "discard-paused+compress-all", "compress-first")
-SEED_004 = ("fifo", "lru", "priority")
+CLASSIC_ORDERS = ("fifo", "lru", "priority")
+"""The classic eviction orders: first in first out, least recently used, priority."""
 TOOLS = ("evict", "compress", "swap")
 MIN_RANGE = 0.05
 DETERMINISM_JOBS = (("lru", "hard"), ("random", "medium"), ("swap-paused", "chat-human"))
@@ -256,7 +257,7 @@ def run_validation(
     checks = [_suite_table(tables)]
     checks += _family_checks(tables)
     checks.append(_ablation_check(results, tables, range(ablation_episodes)))
-    checks.append(_seed004_check(results, seeds))
+    checks.append(_classic_orders_check(results, seeds))
     checks.append(_dump_check(results, seeds))
     checks.append(_outside_check(results, seeds))
     checks.append(_tightness_check(results, tables, range(deep_episodes)))
@@ -265,6 +266,7 @@ def run_validation(
     checks.append(_difficulty(results, seeds))
     checks.extend(tool_effect_checks())
     return checks
+
 
 
 def _suite_table(tables: dict[str, ScenarioTable]) -> Check:
@@ -358,13 +360,18 @@ def _ablation_check(
     )
 
 
-def _seed004_check(results: dict[tuple[str, str, int], dict[str, Any]], seeds: range) -> Check:
+def _classic_orders_check(
+    results: dict[tuple[str, str, int], dict[str, Any]], seeds: range
+) -> Check:
     noop = [results["hard", "noop", s]["reward"] for s in seeds]
-    diffs = {a: paired([results["hard", a, s]["reward"] for s in seeds], noop) for a in SEED_004}
+    diffs = {
+        a: paired([results["hard", a, s]["reward"] for s in seeds], noop) for a in CLASSIC_ORDERS
+    }
     best = max(diffs, key=lambda a: diffs[a][0])
     mean, half = diffs[best]
     return Check(
-        "on hard the best seed-004 eviction policy beats noop (paired CI above 0)",
+        "on hard the best classic eviction order (fifo, lru, priority) beats noop "
+        "(paired CI above 0)",
         mean - half > 0,
         ", ".join(f"{a} {m:+.4f}±{h:.4f}" for a, (m, h) in diffs.items()),
     )

@@ -183,7 +183,8 @@ def play(
 
 
 class BoundPolicy(SimulatorPolicy):
-    """The reference bound: fortified search over the pool and per-turn macro-actions."""
+    """The reference bound: a search over the pool's play-outs and per-turn macro-actions that
+    keeps the best complete trajectory seen (never below a pool policy)."""
 
     name = "bound"
 

@@ -76,7 +76,7 @@ class RandomPolicy(Policy):
 
 
 class FifoPolicy(OrderedEvictionPolicy):
-    """Under pressure, evict the oldest request first (seed 004 FIFO)."""
+    """Under pressure, evict the oldest request first (first in, first out)."""
 
     name = "fifo"
 
@@ -85,8 +85,8 @@ class FifoPolicy(OrderedEvictionPolicy):
 
 
 class LruPolicy(OrderedEvictionPolicy):
-    """Under pressure, evict the least recently accessed first (seed 004 LRU); ties go to the
-    one touched earliest within the step, i.e. the oldest."""
+    """Under pressure, evict the least recently accessed first (least recently used); ties go
+    to the one touched earliest within the step, i.e. the oldest."""
 
     name = "lru"
 
@@ -95,7 +95,7 @@ class LruPolicy(OrderedEvictionPolicy):
 
 
 class PriorityPolicy(OrderedEvictionPolicy):
-    """Seed 004's priority eviction: lowest-value block type first (ephemeral, reasoning,
+    """Priority eviction: lowest-value block type first (ephemeral, reasoning,
     generation, context; system never), then lowest request priority, then oldest."""
 
     name = "priority"
