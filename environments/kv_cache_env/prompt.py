@@ -27,7 +27,10 @@ Tools (each on a running or a paused sequence holding GPU blocks):
 generates count less toward throughput: {quality}.
 - swap(seq_id): offload its private blocks to CPU (cpu capacity shown). A paused session stays \
 paused on CPU and loads its KV back when it returns (it then queues for GPU blocks); a running \
-one leaves the GPU for the queue front and loads back when readmitted. Loads add latency.
+one leaves the GPU for the queue front and loads back when readmitted. Loads add latency. Where \
+the host link is limited (header: link blocks/step and its backlog), offloads and loads share \
+it first come first served: an offload frees its GPU blocks only as the link moves them, and a \
+returning session computes only once its whole KV is loaded back.
 - evict(seq_id): discard its KV. A running sequence goes to the queue front and recomputes its \
 whole context; a paused session recomputes its whole context when it returns (through the \
 queue, and the prefill budget). Discarding system, high-priority context or nearly finished \
@@ -35,21 +38,23 @@ high-priority generation is penalised.
 - noop(): nothing.
 
 After the last turn the server drains without you: no new arrivals, paused sessions return on \
-schedule, offloaded ones load back, discarded ones recompute, and anything still waiting or \
-paused at the end fails. What you leave behind counts.
+schedule, offloaded ones load back, discarded ones recompute, until every request has finished \
+or failed by its own deadline. What you leave behind counts.
 
 Observation format:
   header: turn t/T | block size | gpu used/capacity blocks, usage %, cached (reusable prefix \
-blocks, free to reclaim), free | cpu offload used/capacity | queue: waiting requests, oldest \
+blocks, free to reclaim), free | cpu offload used/capacity | host link blocks per step and \
+blocks queued on it (none: no limit) | queue: waiting requests, oldest \
 wait (steps) / limit, blocks the head needs, blocks the whole queue needs, how many were \
 preempted
   table, one row per sequence holding blocks, largest GPU footprint first:
-    seq type phase prio kv tokens rate priv shared frees prog last loc pause paused
+    seq type phase prio kv tokens rate priv shared frees prog last loc xfer pause paused
     seq=id, type=system|context|generation|reasoning|ephemeral, phase=prefill|decode|\
 reasoning|idle (idle = paused), prio=priority 0-1, kv=fp16|int8|int4, tokens=tokens cached, \
 rate=tokens per step, priv=its own blocks, shared=shared prefix blocks, frees=GPU blocks \
 evicting it frees now, prog=generated/target over all calls, last=turn last computed, \
-loc=gpu|cpu, pause=tool|long_tool|human|- (what a paused session waits on), paused=steps paused
+loc=gpu|cpu, xfer=blocks still crossing the link (out to cpu, or loading back), \
+pause=tool|long_tool|human|- (what a paused session waits on), paused=steps paused
   candidates: sequences cheapest to evict, with a 0-1 score (when shown)
 
 Score: avoid failures first (the drain included); then throughput (tokens generated, quality-\

@@ -81,6 +81,8 @@ class StepStats:
     queue: int
     active_blocks: int = 0
     """Private GPU blocks of the sequences that computed in this step."""
+    transferred: int = 0
+    """Blocks the host link moved in this step (offloads and loads together)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,10 @@ class Engine:
         self._hash_tokens = self.block_size * self._unit
         self.cpu_capacity = int(capacity * scenario.cpu_capacity_fraction)
         self.cpu_used = 0
+        self.link_blocks = scenario.link_blocks(capacity)
+        """Blocks the host link moves per step, swap-outs and loads together (0: no limit)."""
+        self.link: deque[Sequence] = deque()
+        """Sequences with blocks still to move over the link, first come first served."""
         self.t = 0
         """Engine clock: the step about to run."""
         self.running: list[Sequence] = []
@@ -217,13 +223,18 @@ class Engine:
     def head_need(self) -> int:
         """Fresh blocks the first admissible waiting request needs (0 if none)."""
         for seq in self.waiting:
-            if seq.not_before <= self.t:
+            if seq.not_before <= self.t and not seq.outbound:
                 return self.admission_need(seq)
         return 0
 
     def queue_demand(self) -> int:
         """Fresh blocks every waiting request needs, each counted against today's cache."""
         return sum(self.admission_need(seq) for seq in self.waiting)
+
+    @property
+    def link_backlog(self) -> int:
+        """Blocks queued on the host link (offloads and loads)."""
+        return sum(s.outbound + s.inbound for s in self.link)
 
     # --- actions (preconditions asserted; Simulator validates) -------------------------------
     def evict(self, seq: Sequence, *, forced: bool = False) -> int:
@@ -233,17 +244,8 @@ class Engine:
         status = seq.status
         assert status in (Status.RUNNING, Status.PAUSED, Status.SWAPPED), f"evict of {status}"
         progress = seq.progress
-        freed = 0
         reason: Reason = "preempt" if forced else "evict"
-        if status is Status.SWAPPED:
-            self.cpu_used -= seq.cpu_blocks
-            self._emit("removed", "cpu", reason, seq, seq.cpu_blocks)
-        else:
-            freed = seq.gpu_blocks
-            self.pool.free(seq.gpu_blocks)
-            self._emit("removed", "gpu", reason, seq, seq.gpu_blocks)
-            freed += self._release_prefix(seq)
-        seq.gpu_blocks = seq.cpu_blocks = 0
+        freed = self._drop_kv(seq, reason)
         seq.quantization_level = self.base_level
         seq.prefill_remaining = 0
         seq.preemptions += 1
@@ -265,6 +267,25 @@ class Engine:
         )
         return freed
 
+    def _drop_kv(self, seq: Sequence, reason: Reason) -> int:
+        """Throw away everything `seq` holds: its GPU blocks and prefix references, its CPU
+        blocks, and its place on the transfer link. Returns the GPU blocks that became
+        available."""
+        freed = 0
+        if seq.gpu_blocks:
+            freed = seq.gpu_blocks
+            self.pool.free(seq.gpu_blocks)
+            self._emit("removed", "gpu", reason, seq, seq.gpu_blocks)
+        freed += self._release_prefix(seq)
+        if seq.cpu_blocks:
+            self.cpu_used -= seq.cpu_blocks
+            self._emit("removed", "cpu", reason, seq, seq.cpu_blocks)
+        if seq.outbound or seq.inbound:
+            self.link.remove(seq)
+            seq.outbound = seq.inbound = 0
+        seq.gpu_blocks = seq.cpu_blocks = 0
+        return freed
+
     def compress(self, seq: Sequence) -> int:
         """Move one quantization level down and repack the private blocks; returns blocks freed."""
         assert seq.status in (Status.RUNNING, Status.PAUSED), f"compress of {seq.status}"
@@ -279,17 +300,26 @@ class Engine:
         return freed
 
     def swap_out(self, seq: Sequence) -> int:
-        """Offload the private blocks to CPU and release the prefix references. A running
+        """Offload the private blocks to CPU (their CPU blocks are reserved now). A running
         sequence leaves the GPU for the queue's front (it loads its KV back on readmission); a
-        paused session stays paused on CPU. Returns GPU blocks freed."""
+        paused session stays paused on CPU. With a transfer link (`link_blocks`), its GPU
+        blocks and prefix references stay until the link has moved them (`_transfer`), so
+        nothing is freed now; without one the move is instant. Returns GPU blocks freed now."""
         assert seq.status in (Status.RUNNING, Status.PAUSED), f"swap of {seq.status} sequence"
+        assert not seq.inbound, "swap of a sequence still loading its KV"
         blocks = seq.gpu_blocks
         assert self.cpu_used + blocks <= self.cpu_capacity, "swap space exceeded"
-        self.pool.free(blocks)
-        self._emit("removed", "gpu", "swap_out", seq, blocks)
-        freed = blocks + self._release_prefix(seq)
         self.cpu_used += blocks
-        seq.cpu_blocks, seq.gpu_blocks = blocks, 0
+        seq.cpu_blocks = blocks
+        if self.link_blocks and blocks:
+            seq.outbound = blocks
+            self.link.append(seq)
+            freed = 0
+        else:
+            self.pool.free(blocks)
+            self._emit("removed", "gpu", "swap_out", seq, blocks)
+            freed = blocks + self._release_prefix(seq)
+            seq.gpu_blocks = 0
         if seq.status is Status.RUNNING:
             self._requeue_front(seq)
         else:
@@ -309,6 +339,7 @@ class Engine:
     # --- the step ----------------------------------------------------------------------------
     def step(self) -> StepStats:
         tally = _Tally()
+        transferred = self._transfer() if self.link else 0
         self._return_paused()
         active = self._compute(tally)
         self._complete(tally)
@@ -329,6 +360,7 @@ class Engine:
             used_blocks=self.pool.used,
             queue=len(self.waiting),
             active_blocks=active,
+            transferred=transferred,
         )
         self.t += 1
         return stats
@@ -338,11 +370,7 @@ class Engine:
         waiting or paused fails. Returns how many failed."""
         failed = 0
         for seq in (*self.running, *self.waiting, *self.paused):
-            if seq.status in (Status.PAUSED, Status.RUNNING):
-                self.pool.free(seq.gpu_blocks)
-                self._release_prefix(seq)
-            self.cpu_used -= seq.cpu_blocks
-            seq.gpu_blocks = seq.cpu_blocks = 0
+            self._drop_kv(seq, "fail")
             seq.status = Status.FAILED
             failed += 1
         self.running.clear()
@@ -355,6 +383,37 @@ class Engine:
     def idle(self) -> bool:
         """Nothing left to do: no running, waiting or paused request."""
         return not (self.running or self.waiting or self.paused)
+
+    def _transfer(self) -> int:
+        """Move up to `link_blocks` blocks over the host link, first come first served: an
+        offload's GPU blocks are freed as they are copied out (its prefix references when the
+        last one is), a load's CPU copy is let go when the last block is in. InferCept
+        (arXiv 2402.01869) budgets swap per iteration for the same reason: the link is shared
+        and finite, so offloading everything at once congests it and delays every load."""
+        budget = self.link_blocks
+        link = self.link
+        pool = self.pool
+        while link and budget:
+            seq = link[0]
+            if seq.outbound:
+                take = budget if budget < seq.outbound else seq.outbound
+                seq.outbound -= take
+                seq.gpu_blocks -= take
+                pool.free(take)
+                self._emit("removed", "gpu", "swap_out", seq, take)
+                if not seq.outbound:
+                    self._release_prefix(seq)
+            else:
+                take = budget if budget < seq.inbound else seq.inbound
+                seq.inbound -= take
+                if not seq.inbound:
+                    self.cpu_used -= seq.cpu_blocks
+                    self._emit("removed", "cpu", "swap_in", seq, seq.cpu_blocks)
+                    seq.cpu_blocks = 0
+            budget -= take
+            if not (seq.outbound or seq.inbound):
+                link.popleft()
+        return self.link_blocks - budget
 
     def _return_paused(self) -> None:
         t = self.t
@@ -414,6 +473,8 @@ class Engine:
         for seq in tuple(self.running):
             if preempted and seq.status is not running_status:
                 continue  # preempted earlier in this loop
+            if seq.inbound:
+                continue  # its KV is still loading over the link
             remaining = seq.prefill_remaining
             generated = seq.generated
             level = seq.quantization_level
@@ -550,7 +611,9 @@ class Engine:
         """First-chunk blocks promised to requests admitted in this pass (vLLM v1 allocates a
         request's scheduled slots when it schedules it, so the next one sees fewer)."""
         for seq in self.waiting:
-            if blocked or seq.not_before > t:
+            if blocked or seq.not_before > t or seq.outbound:
+                # (a request whose KV is still moving out to CPU waits for the link: it does
+                # not hold up the queue behind it)
                 remaining.append(seq)
                 continue
             promised = self._try_admit(seq, tally, reserved)
@@ -601,13 +664,20 @@ class Engine:
         seq.prefill_remaining = max(remaining, 1) if not loaded else remaining
         if loaded:
             self._reclaimed(pool.allocate(loaded))
-            self.cpu_used -= loaded
-            seq.gpu_blocks, seq.cpu_blocks = loaded, 0
+            seq.gpu_blocks = loaded
+            if self.link_blocks:
+                # vLLM v1 allocates a request's blocks, then waits for its KV
+                # (WAITING_FOR_REMOTE_KVS): it computes once the link has loaded all of it
+                seq.inbound = loaded
+                self.link.append(seq)
+            else:
+                self.cpu_used -= loaded
+                seq.cpu_blocks = 0
+                self._emit("removed", "cpu", "swap_in", seq, loaded)
             scenario = self.scenario
             nbytes = seq.kv_private * scenario.bytes_per_token * level.multiplier
             tally.swap_ins += 1
             tally.swap_latency += scenario.swap_overhead_s + nbytes / scenario.pcie_bytes_per_s
-            self._emit("removed", "cpu", "swap_in", seq, loaded)
             self._emit("stored", "gpu", "swap_in", seq, loaded)
         else:
             seq.gpu_blocks = 0
@@ -625,7 +695,7 @@ class Engine:
         late = [s for s in self.running if 0 <= s.first_token_by < t]
         for seq in late:
             self.running.remove(seq)
-            self._finish(seq)
+            self._drop_kv(seq, "fail")
             seq.status = Status.FAILED
             tally.failures += 1
         since = t - limit  # a request waiting since before this step has waited too long
@@ -638,9 +708,8 @@ class Engine:
         remaining: deque[Sequence] = deque()
         for seq in self.waiting:
             if seq.wait_since < since or 0 <= seq.first_token_by < t:
+                self._drop_kv(seq, "fail")  # its CPU KV (and GPU KV still moving out)
                 seq.status = Status.FAILED
-                self.cpu_used -= seq.cpu_blocks
-                seq.cpu_blocks = 0
                 tally.failures += 1
             else:
                 remaining.append(seq)
@@ -709,12 +778,14 @@ class Engine:
         clone.pool = self.pool.copy()
         clone.cpu_capacity = self.cpu_capacity
         clone.cpu_used = self.cpu_used
+        clone.link_blocks = self.link_blocks
         clone.t = self.t
         copies = {id(s): s.copy() for s in (*self.running, *self.paused, *self.waiting)}
         clone.running = [copies[id(s)] for s in self.running]
         clone.paused = [copies[id(s)] for s in self.paused]
         clone._next_return = self._next_return
         clone.waiting = deque(copies[id(s)] for s in self.waiting)
+        clone.link = deque(copies[id(s)] for s in self.link)
         clone.sequences = {k: copies.get(id(s), s) for k, s in self.sequences.items()}
         clone.evictions = list(self.evictions)
         clone.admissions = self.admissions
@@ -741,26 +812,38 @@ class Engine:
         )
         assert all(s.status is Status.WAITING for s in self.waiting), "non-waiting in queue"
         on_gpu = [*self.running, *(s for s in self.paused if s.status is Status.PAUSED)]
-        private = sum(s.gpu_blocks for s in on_gpu)
+        moving_out = [s for s in (*self.paused, *self.waiting) if s.outbound]
+        private = sum(s.gpu_blocks for s in (*on_gpu, *moving_out))
         assert private == pool.num_private, f"private blocks {private} != pool {pool.num_private}"
         for seq in on_gpu:
             assert seq.gpu_blocks == self.blocks_for(seq), f"{seq.seq_id}: blocks != ceil(kv)"
+        for seq in moving_out:
+            assert seq.gpu_blocks == seq.outbound <= seq.cpu_blocks, f"{seq.seq_id}: offload"
         for seq in self.paused:
             assert seq.prefill_remaining == 0 or seq.status is not Status.PAUSED, (
                 "paused mid-prefill"
             )
-        cpu = sum(s.cpu_blocks for s in (*self.paused, *self.waiting))
+        cpu = sum(s.cpu_blocks for s in (*self.paused, *self.waiting, *self.running))
         assert cpu == self.cpu_used <= self.cpu_capacity, f"cpu blocks {cpu} != {self.cpu_used}"
         refs: dict[int, int] = {}
-        for seq in on_gpu:
+        for seq in (*on_gpu, *moving_out):
             assert seq.prefix_held == len(seq.request.prefix_hashes), "partial prefix reference"
             for h in seq.request.prefix_hashes:
                 refs[h] = refs.get(h, 0) + 1
         assert refs == pool.ref_counts, "reference counts disagree with holders"
+        holders = (*self.running, *self.paused, *self.waiting)
+        linked = [s for s in holders if s.outbound or s.inbound]
+        assert sorted(map(id, linked)) == sorted(map(id, self.link)), "link queue out of step"
+        for seq in self.link:
+            assert bool(seq.outbound) != bool(seq.inbound), f"{seq.seq_id}: both directions"
+            assert not seq.inbound or seq.status is Status.RUNNING, f"{seq.seq_id} loads idle"
+        for seq in self.running:
+            assert seq.inbound or not seq.cpu_blocks, f"{seq.seq_id} runs holding a CPU copy"
         for seq in self.waiting:
-            assert seq.gpu_blocks == seq.prefix_held == 0, f"{seq.seq_id} waits holding GPU KV"
+            assert seq.gpu_blocks == seq.outbound, f"{seq.seq_id} waits holding GPU KV"
+            assert seq.prefix_held == 0 or seq.outbound, f"{seq.seq_id} waits holding a prefix"
         for seq in self.paused:
-            if seq.status is not Status.PAUSED:
+            if seq.status is not Status.PAUSED and not seq.outbound:
                 assert seq.gpu_blocks == seq.prefix_held == 0, f"{seq.seq_id} off GPU holds GPU KV"
             if seq.status is Status.DISCARDED:
                 assert seq.cpu_blocks == 0, f"{seq.seq_id} discarded but holds CPU KV"

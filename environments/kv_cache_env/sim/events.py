@@ -22,6 +22,7 @@ Reason = Literal[
     "swap_out",
     "swap_in",
     "finish",  # the request completed
+    "fail",  # the request failed (a deadline passed) and its KV went
     "reclaim",  # a cached prefix block (count 0) was reused for fresh data
 ]
 

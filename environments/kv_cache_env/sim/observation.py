@@ -54,6 +54,9 @@ class EntryView(NamedTuple):
     (the model emitted a tool call, or answered a human); it never knows when the call returns."""
     paused_for: int = 0
     """Steps it has been paused so far (0 when computing)."""
+    moving: int = 0
+    """Blocks still to cross the host link for it: out to CPU when `swapped` (its GPU blocks
+    stay until then), else loading back before it can compute (0: nothing in flight)."""
 
     @property
     def paused(self) -> bool:
@@ -61,7 +64,10 @@ class EntryView(NamedTuple):
 
     @property
     def gpu_cost(self) -> int:
-        return 0 if self.swapped else self.private_blocks + self.shared_blocks
+        """GPU blocks it holds (an offload in flight holds what the link has not moved yet)."""
+        if self.swapped:
+            return self.moving + (self.shared_blocks if self.moving else 0)
+        return self.private_blocks + self.shared_blocks
 
 
 class QueueView(NamedTuple):
@@ -96,6 +102,10 @@ class Observation:
     """Cached prefix blocks with no reference: reusable on a hit, reclaimable at will."""
     cpu_used: int
     cpu_capacity: int
+    link: int
+    """Blocks the host link moves per step, offloads and loads together (0: no limit)."""
+    backlog: int
+    """Blocks queued on the host link, first come first served."""
     max_wait: int
     queue: QueueView | Queue
     """A `QueueView` (or a `Queue` that behaves as one)."""
@@ -324,6 +334,8 @@ def build_observation(
         cached=pool.cached_blocks,
         cpu_used=engine.cpu_used,
         cpu_capacity=engine.cpu_capacity,
+        link=engine.link_blocks,
+        backlog=engine.link_backlog,
         max_wait=engine.scenario.max_wait_steps,
         queue=queue,
         entries=entries,
@@ -379,6 +391,7 @@ def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
                 phase = _DECODE
         private = seq.cpu_blocks if swapped else seq.gpu_blocks
         shared = seq.prefix_held * unit
+        moving = seq.outbound + seq.inbound
         entry = make(
             EntryView,
             (
@@ -397,10 +410,12 @@ def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
                 swapped,
                 pause,
                 paused_for,
+                moving,
             ),
         )
         # (-gpu_cost, seq_id, entry): seq ids are unique, so entries are never compared
-        decorated.append((0 if swapped else -(private + shared), request.seq_id, entry))
+        cost = (moving + shared if moving else 0) if swapped else private + shared
+        decorated.append((-cost, request.seq_id, entry))
     decorated.sort()
     return tuple([d[2] for d in decorated])
 

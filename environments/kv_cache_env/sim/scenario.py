@@ -186,7 +186,15 @@ class Scenario:
     bytes_per_token: int = 131072
     """fp16 KV bytes per token: Llama-3-8B = 32 layers x 8 KV heads x 128 dims x 2 (K, V) x 2 B."""
     pcie_bytes_per_s: float = 25e9
-    """Effective host-device bandwidth (PCIe Gen4 x16)."""
+    """Effective host-device bandwidth (PCIe Gen4 x16); sets each load's latency."""
+    link_fraction_per_s: float = 0.0
+    """What the host link moves per second, swap-outs and loads together, as a fraction of the
+    GPU's KV capacity (0: no limit, every move is instant). The simulated server is a scaled
+    model of a real one, so the link scales with its memory: bandwidth / KV bytes on the GPU.
+    An H100 80 GB serving Llama-3-8B holds ~55 GB of KV (vLLM's 0.9 memory utilization, 16 GB
+    of weights, activations); PCIe Gen5 x16 (~50 GB/s effective) moves ~0.9 of it a second,
+    Gen4 x16 (~25 GB/s) ~0.45, a KV store across 25 GbE (~3 GB/s, LMCache's remote backend)
+    ~0.05."""
     max_prompt_tokens: int = 16384
     """Upper clip of a synthetic prompt's private part, in tokens."""
     drain_cap_steps: int = 2000
@@ -213,6 +221,7 @@ class Scenario:
             (all(0 <= q <= 1 for q in self.quantization_loss), "quantization_loss in [0, 1]"),
             (all(w >= 0 for _, w in self.quantization_sensitivity), "sensitivity >= 0"),
             (self.pcie_bytes_per_s > 0, "pcie_bytes_per_s must be > 0"),
+            (self.link_fraction_per_s >= 0, "link_fraction_per_s must be >= 0"),
             (all(0 <= p <= 1 for _, p in self.session_probability), "session probability"),
             (0 <= self.followups[0] <= self.followups[1], "followups: 0 <= lo <= hi"),
             (sum(w for _, w in self.pause_mix) > 0, "pause_mix weights must sum to > 0"),
@@ -256,6 +265,12 @@ class Scenario:
             return 1.0
         loss = self.quantization_loss[0 if level is Quantization.INT8 else 1]
         return max(0.0, 1.0 - loss * dict(self.quantization_sensitivity)[block_type])
+
+    def link_blocks(self, capacity: int) -> int:
+        """Blocks the host link moves per step on a GPU of `capacity` blocks (0: no limit)."""
+        if not self.link_fraction_per_s:
+            return 0
+        return max(1, round(self.link_fraction_per_s * self.step_seconds * capacity))
 
     @property
     def decode_tokens_per_step(self) -> tuple[int, int]:

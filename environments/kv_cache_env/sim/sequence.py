@@ -48,7 +48,13 @@ class Sequence:
     gpu_blocks: int = 0
     """Private physical blocks on the GPU at `quantization_level`. engine"""
     cpu_blocks: int = 0
-    """Private physical blocks swapped out to CPU. engine"""
+    """Private physical blocks swapped out to CPU (reserved when an offload starts, let go
+    when a load completes). engine"""
+    outbound: int = 0
+    """GPU blocks still to be copied out over the host link by an offload in progress (they
+    stay allocated until then). engine"""
+    inbound: int = 0
+    """Blocks still to be loaded over the host link before the sequence can compute. engine"""
     prefix_held: int = 0
     """How many leading blocks of `request.prefix_hashes` it references (all, or 0). engine"""
     last_access_step: int = -1
@@ -97,6 +103,8 @@ class Sequence:
         new.first_token_by = -1
         new.gpu_blocks = 0
         new.cpu_blocks = 0
+        new.outbound = 0
+        new.inbound = 0
         new.prefix_held = 0
         new.last_access_step = -1
         new.admitted_order = -1
@@ -125,6 +133,8 @@ class Sequence:
         new.first_token_by = self.first_token_by
         new.gpu_blocks = self.gpu_blocks
         new.cpu_blocks = self.cpu_blocks
+        new.outbound = self.outbound
+        new.inbound = self.inbound
         new.prefix_held = self.prefix_held
         new.last_access_step = self.last_access_step
         new.admitted_order = self.admitted_order

@@ -224,6 +224,12 @@ class Simulator:
             freed = engine.evict(seq)
             later = "recomputes when its next call arrives" if paused else "it will recompute"
             return ActionResult(True, f"evict {sid}: freed {freed} GPU blocks; {later}", freed)
+        if seq.inbound:
+            return ActionResult(
+                False,
+                f"{kind} {sid}: its KV is still loading over the host link ({seq.inbound} "
+                "blocks to go); evict is the only tool that acts on it now",
+            )
         if seq.status is Status.SWAPPED:
             resident = self._ids(Status.RUNNING, Status.PAUSED)
             return ActionResult(
@@ -259,8 +265,16 @@ class Simulator:
                 f"swap {sid}: needs {seq.gpu_blocks} CPU blocks, only {room} of "
                 f"{engine.cpu_capacity} free",
             )
+        blocks = seq.gpu_blocks
         freed = engine.swap_out(seq)
         where = "stays paused on CPU" if paused else "waits at the queue front to load it back"
+        if seq.outbound:
+            return ActionResult(
+                True,
+                f"swap {sid}: {blocks} blocks queued on the host link (backlog "
+                f"{engine.link_backlog}); its GPU blocks are freed as they move; it {where}",
+                freed,
+            )
         return ActionResult(True, f"swap {sid}: {freed} GPU blocks freed; it {where}", freed)
 
     def _not_actionable(self, kind: str, seq_id: str | None, seq: Sequence | None) -> str:

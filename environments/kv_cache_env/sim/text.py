@@ -6,10 +6,10 @@ Format (one header line, one table, an optional candidates line; the header is o
 wrapped here):
 
     turn 3/15 | block 16 | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 |
-        queue 3 oldest 2/5 head 96 demand 250 preempted 1
-    seq type phase prio kv tokens rate priv shared frees prog last loc pause paused
-    r12 context decode 0.62 fp16 1840 40 99 16 99 0.41 2 gpu - 0
-    r9 system idle 0.81 fp16 2210 35 120 32 120 0.30 -1 gpu human 3
+        link 42/step backlog 0 | queue 3 oldest 2/5 head 96 demand 250 preempted 1
+    seq type phase prio kv tokens rate priv shared frees prog last loc xfer pause paused
+    r12 context decode 0.62 fp16 1840 40 99 16 99 0.41 2 gpu 0 - 0
+    r9 system idle 0.81 fp16 2210 35 120 32 120 0.30 -1 gpu 0 human 3
     candidates: r7=0.90 r3=0.85
 """
 
@@ -20,13 +20,16 @@ import re
 from .observation import Candidate, EntryView, Observation, QueueView
 from .types import BlockType, PauseKind, Phase, Quantization
 
-TABLE_HEADER = "seq type phase prio kv tokens rate priv shared frees prog last loc pause paused"
+TABLE_HEADER = (
+    "seq type phase prio kv tokens rate priv shared frees prog last loc xfer pause paused"
+)
 _COLUMNS = len(TABLE_HEADER.split())
 
 _HEADER = re.compile(
     r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| block (?P<block_size>\d+) \| "
     r"gpu (?P<used>\d+)/(?P<capacity>\d+) used [\d.]+% "
     r"cached (?P<cached>\d+) free -?\d+ \| cpu (?P<cpu_used>\d+)/(?P<cpu_capacity>\d+) \| "
+    r"link (?:none|(?P<link>\d+)/step backlog (?P<backlog>\d+)) \| "
     r"queue (?P<waiting>\d+) oldest (?P<oldest>\d+)/(?P<max_wait>\d+) head (?P<head>\d+) "
     r"demand (?P<demand>\d+) "
     r"preempted (?P<preempted>\d+)$"
@@ -39,6 +42,7 @@ def render(obs: Observation) -> str:
         f"turn {obs.turn}/{obs.turns} | block {obs.block_size} | "
         f"gpu {obs.used}/{obs.capacity} used {obs.usage:.1%} "
         f"cached {obs.cached} free {obs.free} | cpu {obs.cpu_used}/{obs.cpu_capacity} | "
+        f"link {f'{obs.link}/step backlog {obs.backlog}' if obs.link else 'none'} | "
         f"queue {q.waiting} oldest {q.oldest_wait}/{obs.max_wait} head {q.head_blocks} "
         f"demand {q.demand_blocks} "
         f"preempted {q.preempted}",
@@ -47,7 +51,7 @@ def render(obs: Observation) -> str:
     lines.extend(
         f"{e.seq_id} {e.block_type} {e.phase} {e.priority:.2f} {e.quantization} {e.tokens} "
         f"{e.rate} {e.private_blocks} {e.shared_blocks} {e.frees} {e.progress:.2f} {e.last_access} "
-        f"{'cpu' if e.swapped else 'gpu'} {e.pause or '-'} {e.paused_for}"
+        f"{'cpu' if e.swapped else 'gpu'} {e.moving} {e.pause or '-'} {e.paused_for}"
         for e in obs.entries
     )
     if obs.candidates is not None:
@@ -69,7 +73,7 @@ def parse(text: str) -> Observation:
     if len(lines) < 2 or lines[1].strip() != TABLE_HEADER:
         shown = lines[1] if len(lines) > 1 else ""
         raise ValueError(f"line {start + 2} is not the table header: {shown!r}")
-    h = {k: int(v) for k, v in header.groupdict().items()}
+    h = {k: int(v or 0) for k, v in header.groupdict().items()}
     entries = []
     candidates: tuple[Candidate, ...] | None = None
     for number, line in enumerate(lines[2:], start=start + 3):
@@ -98,8 +102,9 @@ def parse(text: str) -> Observation:
                     progress=float(fields[10]),
                     last_access=int(fields[11]),
                     swapped=_location(fields[12]),
-                    pause=None if fields[13] == "-" else PauseKind(fields[13]),
-                    paused_for=int(fields[14]),
+                    moving=int(fields[13]),
+                    pause=None if fields[14] == "-" else PauseKind(fields[14]),
+                    paused_for=int(fields[15]),
                 )
             )
         except ValueError as error:
@@ -113,6 +118,8 @@ def parse(text: str) -> Observation:
         cached=h["cached"],
         cpu_used=h["cpu_used"],
         cpu_capacity=h["cpu_capacity"],
+        link=h["link"],
+        backlog=h["backlog"],
         max_wait=h["max_wait"],
         queue=QueueView(h["waiting"], h["oldest"], h["head"], h["demand"], h["preempted"]),
         entries=tuple(entries),
