@@ -53,6 +53,8 @@ def test_registry_lists_and_builds_the_required_policies():
 def test_unknown_policy_error_lists_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown policy 'belady'; known policies: noop, "):
         create("belady")
+    with pytest.raises(ValueError, match=r"unknown policy 'lur' \(did you mean 'lru'\?\); known"):
+        create("lur")
 
 
 def test_a_name_registers_once():

@@ -15,6 +15,7 @@ import pytest
 from evals.serving.normalize import normalized_scores
 from evals.serving.validate import (
     FAMILIES,
+    REFERENCE_TABLE_CHECK,
     ScenarioTable,
     family_scores,
     run_validation,
@@ -33,6 +34,7 @@ def test_validate_runs_every_check_at_ci_size(checks):
     must_pass = [
         "determinism (rerun gives byte-identical results)",
         "no agent beats the bound on > 5% of a scenario's episodes",
+        REFERENCE_TABLE_CHECK,
         *(name for name in checks if name.startswith("tool effect:")),
     ]
     for name in must_pass:

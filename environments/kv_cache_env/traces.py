@@ -21,6 +21,7 @@ text, and numbers outside `limits` (non-finite or negative timestamps, a span ov
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
@@ -93,8 +94,10 @@ def load_trace(path: str | Path) -> Trace:
     name (`kv_cache_env.trace_data`); the trace keeps the name or path it was asked for."""
     file = resolve_trace(path)
     if not file.is_file():
+        close = difflib.get_close_matches(str(path), list(BUILTIN_TRACES), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         known = ", ".join(BUILTIN_TRACES)
-        raise TraceError(f"{path}: no such trace file (built-in traces: {known})")
+        raise TraceError(f"{path}: no such trace file{hint} (built-in traces: {known})")
     if file.suffix != ".gz":
         _check_text(file)
     if trace_format(file) == ".jsonl":

@@ -12,7 +12,10 @@ from .console import console
 from .edge import InputError
 from .options import Constrain
 
-Port = Annotated[int, typer.Option(min=0, max=65535)]
+Port = Annotated[
+    int,
+    typer.Option(min=0, max=65535, help="Port to listen on (loopback only)."),
+]
 
 
 def serve_policy_command(

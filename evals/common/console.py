@@ -6,12 +6,49 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Sequence
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+from rich.text import Text
 
 console = Console(stderr=True)
 out_console = Console()
+
+
+def print_named_rows(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None
+) -> None:
+    """A table whose first column holds names a user types (policies, scenarios, traces):
+    those are never cut, at any terminal width. Other cells wrap; where even that leaves the
+    other columns under 10 characters each, every row is printed as a block of lines instead."""
+    width = out_console.width
+    name_width = max(len(headers[0]), *(len(row[0]) for row in rows))
+    if width >= name_width + 4 + 13 * (len(headers) - 1):
+        table = Table(title=title, title_justify="left")
+        table.add_column(headers[0], no_wrap=True, min_width=name_width, style="bold")
+        for header in headers[1:]:
+            table.add_column(header, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        out_console.print(table)
+        return
+    if title:
+        out_console.print(title, soft_wrap=True)
+    for row in rows:
+        out_console.print(f"[bold]{row[0]}[/bold]", soft_wrap=True)
+        for header, cell in zip(headers[1:], row[1:], strict=True):
+            out_console.print(f"  {header}: {cell}", soft_wrap=True, highlight=False)
 
 
 def split_list(values: list[str] | None) -> list[str]:
@@ -19,16 +56,37 @@ def split_list(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
+class RateColumn(ProgressColumn):
+    """Items per second (or seconds per item when slower than one a second)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        if not speed:
+            return Text("-/s", style="progress.data.speed")
+        shown = f"{speed:.1f}/s" if speed >= 1 else f"{1 / speed:.1f} s each"
+        return Text(shown, style="progress.data.speed")
+
+
 def progress() -> Progress:
-    """The progress bar of long runs: description, bar, done/total, elapsed (on stderr)."""
+    """The progress bar of long runs (on stderr): what, bar, done/total, rate, elapsed, ETA."""
     return Progress(
-        TextColumn("[bold]{task.description:<32}"),
-        BarColumn(),
+        TextColumn("[bold]{task.description:<24}"),
+        BarColumn(bar_width=30),
         MofNCompleteColumn(),
+        RateColumn(),
         TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
         console=console,
         transient=False,
     )
+
+
+def summary_line(done: int, failed: int, seconds: float, what: str = "episodes") -> str:
+    """The line that closes a progress bar: what was done, how fast, what failed."""
+    rate = done / seconds if seconds > 0 else 0.0
+    line = f"{done} {what} in {seconds:.1f} s ({rate:.1f}/s)"
+    return line + (f", [yellow]{failed} failed[/yellow]" if failed else ", none failed")
 
 
 def versions() -> dict[str, str]:

@@ -26,6 +26,7 @@ from kv_cache_env.context.conversation import LEVELS, generate_conversation
 from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.replies import one_line
 from kv_cache_env.responses import ProviderError
+from kv_cache_env.suggest import unknown_name
 
 from ..common.console import console as err_console
 from ..common.edge import InputError, check_out_dir
@@ -88,11 +89,11 @@ def run_context_command(args: ContextEvalArgs) -> None:
 def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
     for level in args.levels:
         if level not in LEVELS:
-            raise ContextEvalError(f"unknown level {level!r}; known: {', '.join(LEVELS)}")
+            raise ContextEvalError(unknown_name("level", level, LEVELS))
     for name in args.policies:
         if name not in CONTEXT_POLICIES:
             raise ContextEvalError(
-                f"unknown context policy {name!r}; known: {', '.join(CONTEXT_POLICIES)}"
+                unknown_name("context policy", name, CONTEXT_POLICIES, "context policies")
             )
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -11,33 +12,79 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..common.console import console, out_console, progress
+from ..common.console import console, out_console, print_named_rows, progress
 from ..common.edge import InputError
-from ..common.options import CPUS, Constrain, Episodes, Out, Workers
+from ..common.options import (
+    CPUS,
+    MODEL_PANEL,
+    OUTPUT_PANEL,
+    RUN_PANEL,
+    Constrain,
+    Episodes,
+    Out,
+    Workers,
+)
+
+
+class Api(StrEnum):
+    """The endpoint's API."""
+
+    openai = "openai"
+    anthropic = "anthropic"
+
+
+class Family(StrEnum):
+    """Which validity checks `kvarena validate` runs."""
+
+    serving = "serving"
+    context = "context"
+    all = "all"
+
 
 Policy = Annotated[
     list[str] | None,
-    typer.Option("--policy", "-p", help="Policies, comma-separated (default: built-ins)."),
+    typer.Option(
+        "--policy",
+        "-p",
+        metavar="NAMES",
+        help="Built-in policies, comma-separated (kvarena policies; default: every built-in).",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
 Model = Annotated[
     str | None,
     typer.Option(
         "--model",
         "-m",
-        help="Evaluate this model on an OpenAI-compatible endpoint instead of policies.",
+        metavar="MODEL",
+        help="Evaluate this model instead of policies: a model name at an OpenAI-compatible "
+        "or Anthropic endpoint, or local:smollm2 / local:PATH.gguf (no key).",
+        rich_help_panel=RUN_PANEL,
     ),
 ]
-BaseUrl = Annotated[str | None, typer.Option(help="Endpoint base URL (default: the OpenAI API).")]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        metavar="URL",
+        help="Endpoint base URL (default: the provider's API).",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
 ApiKeyVar = Annotated[
     str | None,
     typer.Option(
+        metavar="VAR",
         help="Environment variable holding the API key (default: OPENAI_API_KEY, or "
-        "ANTHROPIC_API_KEY with --api anthropic)."
+        "ANTHROPIC_API_KEY with --api anthropic). The key is never written.",
+        rich_help_panel=MODEL_PANEL,
     ),
 ]
-Api = Annotated[
-    str,
-    typer.Option(help="The endpoint's API: 'openai' (chat completions) or 'anthropic' (Messages)."),
+ApiOption = Annotated[
+    Api,
+    typer.Option(
+        help="The endpoint's API: chat completions (openai) or Messages (anthropic).",
+        rich_help_panel=MODEL_PANEL,
+    ),
 ]
 PromptCache = Annotated[
     bool | None,
@@ -47,54 +94,138 @@ PromptCache = Annotated[
         "changing content, a rolling breakpoint for growing history). Default: on for "
         "--api anthropic and for OpenAI-compatible hosts that accept cache_control "
         "(OpenRouter); off elsewhere.",
+        rich_help_panel=MODEL_PANEL,
     ),
 ]
-Concurrency = Annotated[int, typer.Option("--concurrency", "-c", min=1)]
-HistoryTurns = Annotated[
-    int | None, typer.Option(min=0, help="Send only the system prompt and the last K turns.")
+Concurrency = Annotated[
+    int,
+    typer.Option(
+        "--concurrency",
+        "-c",
+        min=1,
+        metavar="N",
+        help="Episodes played at once against the endpoint.",
+        rich_help_panel=MODEL_PANEL,
+    ),
 ]
-Timeout = Annotated[float, typer.Option(min=1, help="Seconds per model call.")]
-MaxRetries = Annotated[int, typer.Option(min=0, help="Retries per model call.")]
-Temperature = Annotated[float | None, typer.Option(help="Sampling temperature.")]
+HistoryTurns = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        metavar="K",
+        help="Send only the system prompt and the last K turns (default: all; 0 for local:).",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        min=1, metavar="SECONDS", help="Seconds per model call.", rich_help_panel=MODEL_PANEL
+    ),
+]
+MaxRetries = Annotated[
+    int,
+    typer.Option(min=0, metavar="N", help="Retries per model call.", rich_help_panel=MODEL_PANEL),
+]
+Temperature = Annotated[
+    float | None,
+    typer.Option(metavar="T", help="Sampling temperature.", rich_help_panel=MODEL_PANEL),
+]
 SamplingSeed = Annotated[
     int | None,
     typer.Option(
+        metavar="SEED",
         help="Send a sampling `seed` with every request, drawn from this seed and the "
         "episode's: rerun with another value for another rollout of the same tasks (RL groups); "
-        "OpenAI API only."
+        "OpenAI API only.",
+        rich_help_panel=MODEL_PANEL,
     ),
 ]
-MaxTokens = Annotated[int | None, typer.Option(min=1, help="Cap on each reply's tokens.")]
-Hints = Annotated[bool, typer.Option(help="Show pre-scored eviction candidates.")]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(
+        min=1, metavar="N", help="Cap on each reply's tokens.", rich_help_panel=MODEL_PANEL
+    ),
+]
+Hints = Annotated[
+    bool,
+    typer.Option(
+        help="Show pre-scored eviction candidates in the observation.",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
 Scenario = Annotated[
     list[str] | None,
     typer.Option(
         "--scenario",
         "-s",
-        help="Scenarios, comma-separated (default: the serving suite v2). With --trace: the "
-        "tier whose memory budget and request mix the replay uses (default: medium).",
+        metavar="NAMES",
+        help="Scenarios, comma-separated (kvarena scenarios; default: the serving suite). "
+        "With --trace: the tier whose memory budget and request mix the replay uses "
+        "(default: medium).",
+        rich_help_panel=RUN_PANEL,
     ),
 ]
 Trace = Annotated[
     Path | None,
     typer.Option(
+        metavar="NAME|FILE",
         help="Replay a trace: a built-in name (mooncake-conversation, azure-conv-2023; see "
-        "kvarena traces) or a Mooncake .jsonl / Azure .csv path (.gz allowed)."
+        "kvarena traces) or a Mooncake .jsonl / Azure .csv path (.gz allowed).",
+        rich_help_panel=RUN_PANEL,
     ),
 ]
-Full = Annotated[bool, typer.Option(help="With --trace: replay the whole trace.")]
-Seed = Annotated[
-    int, typer.Option(help="Episode i uses seed + i (evaluation seeds start at 0; see README).")
+Full = Annotated[
+    bool, typer.Option(help="With --trace: replay the whole trace.", rich_help_panel=RUN_PANEL)
 ]
-Steps = Annotated[int | None, typer.Option(min=1, help="Turns per episode.")]
+Seed = Annotated[
+    int,
+    typer.Option(
+        metavar="SEED",
+        help="Episode i uses seed + i (evaluation seeds start at 0; train on seeds from "
+        "1,000,000).",
+        rich_help_panel=RUN_PANEL,
+    ),
+]
+Steps = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Agent turns per episode (default: the scenario's, 15).",
+        rich_help_panel=RUN_PANEL,
+    ),
+]
 Resume = Annotated[
-    bool, typer.Option(help="Keep the ok episodes already in --out and run the rest.")
+    bool,
+    typer.Option(
+        help="Keep the ok episodes already in --out and run the rest.",
+        rich_help_panel=OUTPUT_PANEL,
+    ),
 ]
 Weights = Annotated[
     str | None,
-    typer.Option(help="Rubric weight overrides as JSON, e.g. '{\"latency_penalty\": 0.1}'."),
+    typer.Option(
+        metavar="JSON",
+        help="Rubric weight overrides as JSON, e.g. '{\"latency_penalty\": 0.1}'.",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
-Force = Annotated[bool, typer.Option(help="Move results already in --out aside and start fresh.")]
+Force = Annotated[
+    bool,
+    typer.Option(
+        help="Move results already in --out aside and start fresh.",
+        rich_help_panel=OUTPUT_PANEL,
+    ),
+]
+Wide = Annotated[
+    bool,
+    typer.Option(
+        help="Result tables with every column (each rubric component and call count), "
+        "wider than 100 characters.",
+        rich_help_panel=OUTPUT_PANEL,
+    ),
+]
 
 
 def eval_command(
@@ -102,7 +233,7 @@ def eval_command(
     model: Model = None,
     base_url: BaseUrl = None,
     api_key_var: ApiKeyVar = None,
-    api: Api = "openai",
+    api: ApiOption = Api.openai,
     prompt_cache: PromptCache = None,
     concurrency: Concurrency = 4,
     history_turns: HistoryTurns = None,
@@ -124,16 +255,31 @@ def eval_command(
     workers: Workers = CPUS,
     weights: Weights = None,
     force: Force = False,
+    wide: Wide = False,
 ) -> None:
-    """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json."""
+    """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json.
+
+    With no option: every built-in policy, the reference bound included, on the serving suite,
+    10 episodes each, no API key.
+    """
     options = dict(locals())  # the options by name: EvalArgs has the same fields
+    options["api"] = api.value
     from .eval_run import EvalArgs, run_eval
 
     run_eval(EvalArgs(**options))
 
 
 def validate_command(
-    episodes: Annotated[int, typer.Option("--episodes", "-n", min=2)] = 100,
+    episodes: Annotated[
+        int,
+        typer.Option(
+            "--episodes",
+            "-n",
+            min=2,
+            metavar="N",
+            help="Paired episodes per scenario (seeds 0..N-1).",
+        ),
+    ] = 100,
     ablation_episodes: Annotated[
         int | None,
         typer.Option(min=1, help="Episodes per scenario for each ablated bound (default: -n)."),
@@ -143,14 +289,15 @@ def validate_command(
         typer.Option(min=1, help="Episodes per scenario for the deeper search (default: n/10)."),
     ] = None,
     workers: Workers = CPUS,
-    family: Annotated[str, typer.Option(help="Which checks: serving, context or all.")] = "all",
+    family: Annotated[
+        Family,
+        typer.Option(help="Which checks: the serving suite's, the context family's, or all."),
+    ] = Family.all,
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
     from ..context.validate import context_validation_jobs, run_context_validation
     from .validate import run_validation, validation_jobs
 
-    if family not in ("serving", "context", "all"):
-        raise InputError(f"--family must be serving, context or all, not {family!r}")
     serving, context = family in ("serving", "all"), family in ("context", "all")
     ablation = episodes if ablation_episodes is None else ablation_episodes
     deep = max(2, episodes // 10) if deep_episodes is None else deep_episodes
@@ -184,7 +331,16 @@ def validate_command(
 
 
 def bench_command(
-    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1)] = 1000,
+    episodes: Annotated[
+        int,
+        typer.Option(
+            "--episodes",
+            "-n",
+            min=1,
+            metavar="N",
+            help="Episodes per scenario for the speed figures.",
+        ),
+    ] = 1000,
     trace: Annotated[
         str,
         typer.Option(help="Trace for the replay figure: a built-in name (kvarena traces) or path."),
@@ -261,14 +417,8 @@ def scenarios_command() -> None:
     """List the built-in scenarios and their main parameters."""
     from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
 
-    table = Table(
-        *("scenario", "budget", "arrivals/s", "bursts", "pauses", "kv", "cpu", "prefill/s"),
-        "fallback",
-        title=f"serving suite v{SUITE_VERSION} (the suite: {', '.join(SUITE)})",
-        title_justify="left",
-    )
-    for sc in SCENARIOS.values():
-        table.add_row(
+    rows = [
+        (
             sc.name,
             f"{sc.budget_fraction[0]:.2f}-{sc.budget_fraction[1]:.2f} of peak",
             f"{sc.arrival_rate[0]:.1f}-{sc.arrival_rate[1]:.1f}",
@@ -279,14 +429,30 @@ def scenarios_command() -> None:
             str(sc.prefill_tokens_per_s),
             sc.fallback,
         )
-    Console(width=max(out_console.width, 140)).print(table)
+        for sc in SCENARIOS.values()
+    ]
+    print_named_rows(
+        (
+            "scenario",
+            "budget",
+            "arrivals/s",
+            "bursts",
+            "pauses",
+            "kv",
+            "cpu",
+            "prefill/s",
+            "fallback",
+        ),
+        rows,
+        title=f"serving suite v{SUITE_VERSION} (the suite: {', '.join(SUITE)})",
+    )
 
 
 def traces_command() -> None:
     """List the built-in traces (`--trace NAME`): requests, duration and source."""
     from .trace_list import builtin_trace_rows
 
-    table = Table("name", "requests", "duration", "prefix blocks", "source", "licence")
-    for row in builtin_trace_rows():
-        table.add_row(*row)
-    out_console.print(table)
+    print_named_rows(
+        ("name", "requests", "duration", "prefix blocks", "source", "licence"),
+        builtin_trace_rows(),
+    )

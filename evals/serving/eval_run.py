@@ -15,14 +15,16 @@ import typer
 
 from kv_cache_env.episodes import EpisodeSpec, load_episode_trace
 from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION, canonical_scenario_name
+from kv_cache_env.suggest import unknown_name
 from kv_cache_env.traces import TraceError
 
-from ..common.console import console, progress, split_list, versions
+from ..common.console import console, progress, split_list, summary_line, versions
 from ..common.edge import InputError, check_options, parse_weights
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
 from . import policies
-from .jobs import EpisodeJob, run_job
+from .jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
 from .normalize import normalized_scores
+from .reference_table import source_digest
 from .summary import summarize
 from .tables import print_tables
 
@@ -63,6 +65,7 @@ class EvalArgs:
     workers: int
     weights: str | None
     force: bool
+    wide: bool = False
 
 
 def run_eval(args: EvalArgs) -> None:
@@ -93,6 +96,7 @@ def run_eval(args: EvalArgs) -> None:
         "command": "eval",
         "arguments": _arguments(args, names, tiers, count, weight_pairs, spec, local_server),
         "suite_version": SUITE_VERSION,
+        "source_digest": source_digest(),
         "versions": versions(),
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -108,11 +112,25 @@ def run_eval(args: EvalArgs) -> None:
     results = run.finish(job.key for job in jobs)
     wall = time.perf_counter() - started
     run_info = write_run_info(out, run_info, results, "complete", started)
-    print_tables(summarize(results), normalized_scores(results))
+    _print_results(results, args, weight_pairs)
     failed = run_info["episodes_failed"]
     if failed:
         console.print(f"[yellow]{failed} episode(s) failed[/yellow]; see 'error' in the results")
     console.print(f"wrote {run.results_path} and {out / 'run.json'} in {wall:.1f}s")
+
+
+def _print_results(
+    results: list[dict[str, Any]],
+    args: EvalArgs,
+    weight_pairs: tuple[tuple[str, float], ...],
+) -> None:
+    """The tables; noop and the bound come from the shipped table where the run lacks them."""
+    reference: list[dict[str, Any]] = []
+    sources: dict[str, str] = {}
+    if args.trace is None and args.steps is None:
+        reference, sources = reference_for_scoring(results, dict(weight_pairs) or None)
+    normalized = normalized_scores([*results, *reference])
+    print_tables(summarize(results), normalized, wide=args.wide, reference=sources)
 
 
 def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
@@ -158,8 +176,7 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
     tiers = [canonical_scenario_name(tier) for tier in tiers]  # a former name: results say the new
     for tier in tiers:
         if tier not in SCENARIOS:
-            known = ", ".join(SCENARIOS)
-            raise InputError(f"unknown scenario {tier!r}; known scenarios: {known}")
+            raise InputError(unknown_name("scenario", tier, SCENARIOS))
     if args.full and args.trace is None:
         raise InputError("--full needs --trace")
     if args.trace is not None:
@@ -284,7 +301,10 @@ def _execute(
         if spec is not None:
             _run_model(pending, spec, args.concurrency, run)
         else:
-            for _job, result in _run_jobs(pending, args.workers):
+            shipped, computed = reference_from_table(pending)
+            for result in shipped:
+                run.add(result)
+            for _job, result in _run_jobs(computed, args.workers):
                 run.add(result)
         status = "complete"
     except KeyboardInterrupt:
@@ -336,26 +356,34 @@ def _parse_weights(text: str | None) -> tuple[tuple[str, float], ...]:
 
 
 def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
+    """Play the jobs (in worker processes when more than one), with a progress bar that ends
+    on a summary line."""
+    if not jobs:
+        return
+    started, failed = time.perf_counter(), 0
     with progress() as bar:
         task = bar.add_task("episodes", total=len(jobs))
-        if workers <= 1 or len(jobs) == 1:
-            for job in jobs:
-                bar.update(task, description=f"{job.episode.label} {job.agent}")
-                yield job, run_job(job)
-                bar.advance(task)
-            return
-        from concurrent.futures import ProcessPoolExecutor, as_completed  # (start-up time)
+        for job, result in _play(jobs, workers):
+            failed += result["status"] != "ok"
+            yield job, result
+            bar.advance(task)
+    console.print(summary_line(len(jobs), failed, time.perf_counter() - started))
 
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures: dict[Future[dict[str, Any]], EpisodeJob] = {
-                pool.submit(run_job, job): job for job in jobs
-            }
-            try:
-                for future in as_completed(futures):
-                    job = futures[future]
-                    bar.update(task, description=f"{job.episode.label} {job.agent}")
-                    yield job, future.result()
-                    bar.advance(task)
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+
+def _play(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
+    if workers <= 1 or len(jobs) == 1:
+        for job in jobs:
+            yield job, run_job(job)
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed  # (start-up time)
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures: dict[Future[dict[str, Any]], EpisodeJob] = {
+            pool.submit(run_job, job): job for job in jobs
+        }
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise

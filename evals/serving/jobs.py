@@ -31,6 +31,85 @@ class EpisodeJob:
         return (self.episode.label, self.agent, self.episode.seed)
 
 
+def reference_from_table(
+    jobs: list[EpisodeJob],
+) -> tuple[list[dict[str, Any]], list[EpisodeJob]]:
+    """(results answered from the shipped reference table, jobs left to compute). A job is
+    answered only where the table holds its exact episode for this code (`ReferenceTable.covers`);
+    its result is built from the stored record exactly as `run_job` builds it from a played one.
+    Says on the console which it was, when there were reference jobs."""
+    from ..common.console import console
+    from .reference_table import AGENTS, shipped, status
+
+    wanted = [job for job in jobs if job.agent in AGENTS]
+    if not wanted:
+        return [], jobs
+    table = shipped()
+    hits = [job for job in wanted if table is not None and table.covers(job.agent, job.episode)]
+    if len(hits) == len(wanted):
+        console.print(f"reference: shipped table ({len(hits)} episodes of noop and bound)")
+    elif hits:
+        console.print(
+            f"reference: shipped table for {len(hits)} episodes, computed for "
+            f"{len(wanted) - len(hits)} (the table holds seeds 0-99 of the suite's scenarios at "
+            "their own number of turns)"
+        )
+    else:
+        console.print(f"reference: computed ({status()})")
+    if not hits:
+        return [], jobs
+    assert table is not None
+    answered = [
+        episode_result(
+            agent=job.agent,
+            scenario=job.episode.scenario,
+            seed=job.seed,
+            record=table.record(job.agent, job.episode.scenario, job.seed),
+            weights=dict(job.weights) or None,
+        )
+        for job in hits
+    ]
+    taken = set(hits)
+    return answered, [job for job in jobs if job not in taken]
+
+
+def reference_for_scoring(
+    results: list[dict[str, Any]], weights: dict[str, float] | None
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """noop's and the bound's results from the shipped table for the (scenario, seed) pairs of
+    `results` whose run did not play them, to normalize by (never written to results.jsonl);
+    and, per scenario completed so, where its reference came from. Only for suite episodes at
+    the scenario's own length (the caller checks `--steps` and `--trace`)."""
+    from .reference_table import AGENTS, shipped
+
+    table = shipped()
+    if table is None or not table.current:
+        return [], {}
+    played = {(r["scenario"], r["agent"]) for r in results}
+    extra: list[dict[str, Any]] = []
+    sources: dict[str, str] = {}
+    for scenario in dict.fromkeys(r["scenario"] for r in results):
+        seeds = sorted({r["seed"] for r in results if r["scenario"] == scenario})
+        missing = [a for a in AGENTS if (scenario, a) not in played]
+        if not missing or not all(
+            (a, scenario, s) in table.records for a in missing for s in seeds
+        ):
+            continue
+        extra += [
+            episode_result(
+                agent=a,
+                scenario=scenario,
+                seed=s,
+                record=table.record(a, scenario, s),
+                weights=weights,
+            )
+            for a in missing
+            for s in seeds
+        ]
+        sources[scenario] = f"{' and '.join(missing)} from the shipped reference table"
+    return extra, sources
+
+
 def run_job(job: EpisodeJob) -> dict[str, Any]:
     weights = dict(job.weights) or None
     try:

@@ -8,17 +8,26 @@ from typing import Any
 
 from ..common.stats import mean_ci
 
-# Seed 003's results-table columns: (header, where the value lives, key).
+# The columns of the results tables: (header, where the value lives, key). `kvarena eval`
+# shows DEFAULT_COLUMNS; `--wide` shows them all.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("reward", "", "reward"),
     ("failures", "metrics", "failures"),
-    ("pressure", "metrics", "pressure_steps"),
     ("calls/turn", "metrics", "tool_calls_per_turn"),
+    ("pressure", "metrics", "pressure_steps"),
     ("evicts", "metrics", "evict_calls"),
     ("compresses", "metrics", "compress_calls"),
+    ("swaps", "metrics", "swap_calls"),
+    ("invalid", "metrics", "invalid_calls"),
+    ("failure", "components", "failure_penalty"),
     ("throughput", "components", "throughput_reward"),
     ("headroom", "components", "headroom_bonus"),
+    ("memory", "components", "memory_efficiency"),
+    ("eviction q.", "components", "eviction_quality"),
+    ("latency", "components", "latency_penalty"),
+    ("risky", "components", "risky_eviction_penalty"),
 )
+DEFAULT_COLUMNS: tuple[str, ...] = ("reward", "failures", "calls/turn")
 
 
 @dataclass(frozen=True)

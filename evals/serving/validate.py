@@ -22,6 +22,7 @@ best member's normalized mean on a scenario. Each check passes or fails with its
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -264,9 +265,38 @@ def run_validation(
     checks.append(_bound_time(results, seeds))
     checks.append(_determinism(results, episodes))
     checks.append(_difficulty(results, seeds))
+    checks.append(reference_table_check(results, seeds))
     checks.extend(tool_effect_checks())
     return checks
 
+
+REFERENCE_TABLE_CHECK = "the shipped reference table is current and equals the computed reference"
+
+
+def reference_table_check(
+    results: dict[tuple[str, str, int], dict[str, Any]], seeds: range
+) -> Check:
+    """The table `eval` and `report` use in place of computing noop and the bound: made by
+    this code (its digest) and equal, record for record, to what was just computed here."""
+    from .reference_table import AGENTS, shipped, status
+
+    table = shipped()
+    if table is None or not table.current:
+        return Check(REFERENCE_TABLE_CHECK, False, status())
+    compared = different = 0
+    for scenario in SUITE:
+        for agent in AGENTS:
+            for seed in seeds:
+                stored = table.records.get((agent, scenario, seed))
+                if stored is None:
+                    continue
+                compared += 1
+                computed = results[scenario, agent, seed]["record"]
+                different += json.dumps(stored, sort_keys=True) != json.dumps(
+                    computed, sort_keys=True
+                )
+    detail = f"{compared} records compared, {different} differ; {status()}"
+    return Check(REFERENCE_TABLE_CHECK, compared > 0 and different == 0, detail)
 
 
 def _suite_table(tables: dict[str, ScenarioTable]) -> Check:

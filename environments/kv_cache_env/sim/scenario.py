@@ -461,5 +461,6 @@ def get_scenario(name: str) -> Scenario:
     try:
         return SCENARIOS[canonical_scenario_name(name)]
     except KeyError:
-        known = ", ".join(sorted(SCENARIOS))
-        raise ValueError(f"unknown scenario {name!r}; known scenarios: {known}") from None
+        from ..suggest import unknown_name
+
+        raise ValueError(unknown_name("scenario", name, SCENARIOS)) from None

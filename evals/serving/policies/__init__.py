@@ -24,9 +24,9 @@ def create(name: str) -> Policy:
     try:
         factory = _REGISTRY[name]
     except KeyError:
-        raise ValueError(
-            f"unknown policy {name!r}; known policies: {', '.join(available())}"
-        ) from None
+        from kv_cache_env.suggest import unknown_name
+
+        raise ValueError(unknown_name("policy", name, available(), "policies")) from None
     return factory()
 
 

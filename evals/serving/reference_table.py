@@ -1,0 +1,222 @@
+"""The shipped reference table: the `bound`'s and `noop`'s episode records for the evaluation
+seeds of every suite scenario, stored as package data so that `kvarena eval` and
+`kvarena report` need not recompute the leaderboard's floor and ceiling (D4RL ships its
+reference scores the same way).
+
+An entry is the full `EpisodeRecord`, not a reward, so any `--weights` re-scores it exactly as
+a computed record would be scored: the result line built from a table entry is byte-identical
+to the one built from the episode played now (tested).
+
+The table is used only when everything that changes a record matches:
+- the serving suite's version (`SUITE_VERSION`);
+- the episode: a suite scenario, an evaluation seed the table holds, the scenario's own number
+  of turns (no `--steps`), no trace, the scenario's own block size;
+- the code: a digest of the simulator, the rubric (the bound searches by reward), the policies
+  (the bound's pool is every registered policy) and the episode runner — of their code tokens,
+  so comments and docstrings do not count (`source_digest`).
+Anything else is computed as before. `kvarena validate` fails when the table is stale (the
+digest differs) or has drifted (an entry no longer equals a recomputed one).
+
+Regenerate it with `scripts/reference_table.py` (see its docstring) whenever the suite, the
+simulator, the rubric or a policy changes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tokenize
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.sim import SUITE, SUITE_VERSION, EpisodeRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE_PATH = Path(__file__).resolve().parent / "reference_data" / "reference.jsonl.gz"
+AGENTS: tuple[str, ...] = ("noop", "bound")
+"""The leaderboard's floor and ceiling (`normalize.FLOOR`, `policies.REFERENCE`)."""
+SEEDS = range(100)
+"""Evaluation seeds 0-99: `kvarena eval`'s default 10 and `validate -n 100` alike."""
+FORMAT = 1
+
+SOURCES: tuple[str, ...] = (
+    "environments/kv_cache_env/sim/*.py",
+    "environments/kv_cache_env/features.py",
+    "environments/kv_cache_env/episodes.py",
+    "rubrics/__init__.py",
+    "rubrics/serving.py",
+    "rubrics/metrics.py",
+    "evals/serving/policies/*.py",
+    "evals/serving/policies/*.json",
+    "evals/serving/runner.py",
+)
+"""What produces a record: the files whose code the digest covers (relative to the project)."""
+
+REGENERATE = "nice -n 10 uv run --no-sync python scripts/reference_table.py -j 2"
+"""The command that rebuilds the table (told in every message about a stale table)."""
+
+
+def _code(path: Path) -> str:
+    """The file's code tokens: comments, blank lines and docstrings (a string that is a whole
+    statement) left out, so rewording them does not invalidate the table."""
+    if path.suffix != ".py":
+        return path.read_text()
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING}
+    tokens = [
+        t
+        for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+        if t.type not in skip
+    ]
+    kept: list[str] = []
+    boundary = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        alone = (i == 0 or tokens[i - 1].type in boundary) and (
+            i + 1 < len(tokens) and tokens[i + 1].type == tokenize.NEWLINE
+        )
+        if token.type == tokenize.STRING and alone:
+            i += 2  # the docstring and its NEWLINE
+            continue
+        kept.append(f"{token.type}:{token.string}")
+        i += 1
+    return "\n".join(kept)
+
+
+def source_files() -> list[Path]:
+    files = {p for pattern in SOURCES for p in ROOT.glob(pattern)}
+    return sorted(files)
+
+
+@lru_cache(maxsize=1)
+def raw_digest() -> str:
+    """sha256 (16 hex digits) of the bytes of every file in `SOURCES`: a quick first test (a
+    match means the code is the table's; a mismatch may be a reworded comment)."""
+    digest = hashlib.sha256()
+    for path in source_files():
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def source_digest() -> str:
+    """sha256 (first 16 hex digits) of the code of every file in `SOURCES`."""
+    digest = hashlib.sha256()
+    for path in source_files():
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
+        digest.update(_code(path).encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ReferenceTable:
+    """The table as loaded: its key, and the records by (agent, scenario, seed)."""
+
+    suite_version: str
+    digest: str
+    records: Mapping[tuple[str, str, int], Mapping[str, Any]]
+    raw: str = ""
+    """`raw_digest()` when it was made."""
+
+    @property
+    def current(self) -> bool:
+        """Made by this code, for this suite: safe to use."""
+        if self.suite_version != SUITE_VERSION:
+            return False
+        return self.raw == raw_digest() or self.digest == source_digest()
+
+    def covers(self, agent: str, episode: EpisodeSpec) -> bool:
+        """Whether the record of `agent` on `episode` is in the table and may be used."""
+        return (
+            self.current
+            and episode.trace is None
+            and episode.steps is None
+            and episode.block_size is None
+            and (agent, episode.scenario, episode.seed) in self.records
+        )
+
+    def record(self, agent: str, scenario: str, seed: int) -> EpisodeRecord:
+        return EpisodeRecord.from_dict(dict(self.records[agent, scenario, seed]))
+
+
+def load(path: Path = TABLE_PATH) -> ReferenceTable | None:
+    """The shipped table, or None where there is none (or it cannot be read)."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            header = json.loads(handle.readline())
+            if header.get("format") != FORMAT:
+                return None
+            records = {}
+            for line in handle:
+                entry = json.loads(line)
+                records[entry["agent"], entry["scenario"], entry["seed"]] = entry["record"]
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+    return ReferenceTable(
+        header["suite_version"], header["digest"], records, header.get("raw_digest", "")
+    )
+
+
+@lru_cache(maxsize=1)
+def shipped() -> ReferenceTable | None:
+    """The shipped table, loaded once per process."""
+    return load()
+
+
+def status() -> str:
+    """One line on whether `eval` and `report` can use the shipped table."""
+    table = shipped()
+    if table is None:
+        return f"no shipped reference table at {TABLE_PATH} (build it: {REGENERATE})"
+    if table.suite_version != SUITE_VERSION:
+        return (
+            f"the shipped reference table is for suite v{table.suite_version}, not "
+            f"v{SUITE_VERSION}: the reference is computed (regenerate it: {REGENERATE})"
+        )
+    if not table.current:
+        return (
+            "the shipped reference table was made by other simulator, rubric or policy code "
+            f"(digest {table.digest}, now {source_digest()}): the reference is computed "
+            f"(regenerate it: {REGENERATE})"
+        )
+    return f"the shipped reference table is current ({len(table.records)} records)"
+
+
+def play_entry(agent: str, scenario: str, seed: int) -> dict[str, Any]:
+    """The record of `agent` on evaluation episode (`scenario`, `seed`), as `kvarena eval`
+    plays it, as a dict (what the table stores)."""
+    from kv_cache_env.sim import get_scenario
+
+    from .policies import create
+    from .runner import run_policy_episode
+
+    return run_policy_episode(create(agent), get_scenario(scenario), seed).to_dict()
+
+
+def write(path: Path, entries: Iterable[tuple[str, str, int, Mapping[str, Any]]]) -> int:
+    """Write a table of (agent, scenario, seed, record dict) for this suite and code."""
+    rows = sorted(entries, key=lambda e: (AGENTS.index(e[0]), SUITE.index(e[1]), e[2]))
+    header = {
+        "format": FORMAT,
+        "suite_version": SUITE_VERSION,
+        "digest": source_digest(),
+        "raw_digest": raw_digest(),
+        "agents": list(AGENTS),
+        "scenarios": list(SUITE),
+        "seeds": [SEEDS.start, SEEDS.stop],
+        "made_by": "scripts/reference_table.py",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # mtime=0: the same entries give the same bytes
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:
+        handle.write((json.dumps(header, sort_keys=True) + "\n").encode())
+        for agent, scenario, seed, record in rows:
+            line = {"agent": agent, "scenario": scenario, "seed": seed, "record": record}
+            handle.write((json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n").encode())
+    return len(rows)

@@ -1,0 +1,119 @@
+"""Build the shipped reference table (`evals/serving/reference_data/reference.jsonl.gz`): the
+`bound`'s and `noop`'s episode records on evaluation seeds 0-99 of every suite scenario, for
+this code (`evals/serving/reference_table.py` says what the table is and when it is used).
+
+Run it whenever the serving suite, the simulator, the rubric or a policy changes (the test
+suite fails while the table is stale, with this command):
+
+    nice -n 10 uv run --no-sync python scripts/reference_table.py -j 2
+
+It plays 1,600 episodes, 800 of them the bound's (about 1-6 s of CPU each): roughly 20-40 CPU
+minutes. Finished episodes are kept in a `.partial` file beside the table as they come, so an
+interrupted run picks up where it stopped (`--restart` discards them); the partial file is
+dropped once the table is written. `--check` recomputes a few entries and compares them with the
+shipped table instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evals.serving import reference_table as table
+from kv_cache_env.sim import SUITE
+
+
+def play(job: tuple[str, str, int]) -> tuple[str, str, int, dict]:
+    agent, scenario, seed = job
+    return agent, scenario, seed, table.play_entry(agent, scenario, seed)
+
+
+def _partial(path: Path) -> Path:
+    return path.with_name(path.name + f".{table.source_digest()}.partial")
+
+
+def _load_partial(path: Path) -> dict[tuple[str, str, int], dict]:
+    done: dict[tuple[str, str, int], dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut by an interruption
+            done[entry["agent"], entry["scenario"], entry["seed"]] = entry["record"]
+    return done
+
+
+def build(out: Path, workers: int, restart: bool) -> None:
+    partial = _partial(out)
+    if restart:
+        partial.unlink(missing_ok=True)
+    done = _load_partial(partial)
+    jobs = [
+        (agent, scenario, seed)
+        for seed in table.SEEDS
+        for scenario in SUITE
+        for agent in table.AGENTS
+        if (agent, scenario, seed) not in done
+    ]
+    total = len(done) + len(jobs)
+    print(f"digest {table.source_digest()}: {len(done)} of {total} episodes already played")
+    started = time.perf_counter()
+    with open(partial, "a") as keep, ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(play, job) for job in jobs]
+        for n, future in enumerate(as_completed(futures), start=1):
+            agent, scenario, seed, record = future.result()
+            done[agent, scenario, seed] = record
+            line = {"agent": agent, "scenario": scenario, "seed": seed, "record": record}
+            keep.write(json.dumps(line, separators=(",", ":")) + "\n")
+            keep.flush()
+            if n % 20 == 0 or n == len(jobs):
+                rate = n / (time.perf_counter() - started)
+                eta = (len(jobs) - n) / rate if rate else 0.0
+                print(f"{len(done)}/{total} episodes, {rate:.2f}/s, ETA {eta / 60:.1f} min")
+    rows = table.write(out, ((a, s, seed, r) for (a, s, seed), r in done.items()))
+    partial.unlink(missing_ok=True)
+    print(
+        f"wrote {out}: {rows} records, suite v{table.SUITE_VERSION}, digest "
+        f"{table.source_digest()}, {out.stat().st_size / 1e6:.2f} MB"
+    )
+
+
+def check(path: Path, entries: list[tuple[str, str, int]]) -> int:
+    shipped = table.load(path)
+    if shipped is None:
+        print(f"no table at {path}")
+        return 1
+    print(table.status())
+    bad = 0
+    for agent, scenario, seed in entries:
+        played = play((agent, scenario, seed))[3]
+        same = json.dumps(played, sort_keys=True) == json.dumps(
+            shipped.records[agent, scenario, seed], sort_keys=True
+        )
+        bad += not same
+        print(f"{agent} {scenario} seed {seed}: {'same' if same else 'DIFFERENT'}")
+    return 1 if bad or not shipped.current else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-j", "--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=table.TABLE_PATH)
+    parser.add_argument("--restart", action="store_true", help="discard a partial run")
+    parser.add_argument("--check", action="store_true", help="recompute a few entries and compare")
+    args = parser.parse_args()
+    if args.check:
+        return check(args.out, [("noop", "hard", 3), ("bound", "easy", 0), ("bound", "hard", 1)])
+    build(args.out, args.workers, args.restart)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""The shipped reference table: equal to the reference computed now (two entries recomputed
+here; `kvarena validate` compares every entry its run computes), used by `eval` only for
+exactly the episodes it holds and only when it was made by this code, and invisible in
+`results.jsonl` (byte-identical with and without it).
+
+The mechanism is tested on a small table built here from the current code (so these tests
+hold whatever the state of the shipped one); the shipped table is tested as it is: when it is
+current two of its entries must equal episodes played now, and when it is stale it must not be
+used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evals.cli import app
+from evals.common.results import dumps
+from evals.serving import reference_table
+from evals.serving.jobs import EpisodeJob, reference_from_table, run_job
+from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.sim import SUITE, SUITE_VERSION
+
+WEIGHTS = (("failure_penalty", 1.0), ("latency_penalty", 0.5))
+HELD = [("noop", "easy", 0), ("noop", "easy", 1), ("bound", "easy", 0), ("bound", "easy", 1)]
+
+
+@pytest.fixture(scope="module")
+def small_table(tmp_path_factory) -> reference_table.ReferenceTable:
+    path = tmp_path_factory.mktemp("table") / "reference.jsonl.gz"
+    entries = [(a, s, seed, reference_table.play_entry(a, s, seed)) for a, s, seed in HELD]
+    assert reference_table.write(path, entries) == 4
+    table = reference_table.load(path)
+    assert table is not None and table.current
+    return table
+
+
+@pytest.fixture
+def use_small_table(small_table, monkeypatch):
+    monkeypatch.setattr(reference_table, "shipped", lambda: small_table)
+    return small_table
+
+
+def test_a_result_from_the_table_equals_the_played_one_byte_for_byte(use_small_table):
+    jobs = [EpisodeJob(a, EpisodeSpec(s, seed), WEIGHTS) for a, s, seed in HELD]
+    answered, left = reference_from_table(jobs)
+    assert left == []
+    assert [dumps(r) for r in answered] == [dumps(run_job(job)) for job in jobs]
+
+
+def test_only_the_exact_episodes_it_holds_are_answered(use_small_table):
+    held = EpisodeJob("bound", EpisodeSpec("easy", 1))
+    other = [
+        EpisodeJob("bound", EpisodeSpec("easy", 1, steps=8)),  # another number of turns
+        EpisodeJob("bound", EpisodeSpec("easy", 2)),  # a seed it does not hold
+        EpisodeJob("noop", EpisodeSpec("easy", 1, block_size=32)),
+        EpisodeJob("noop", EpisodeSpec("easy", 1, trace="mooncake-conversation")),
+        EpisodeJob("lru", EpisodeSpec("easy", 1)),  # not a reference agent
+    ]
+    answered, left = reference_from_table([held, *other])
+    assert [(r["agent"], r["scenario"], r["seed"]) for r in answered] == [("bound", "easy", 1)]
+    assert left == other
+
+
+def test_a_table_made_by_other_code_is_not_used(use_small_table, monkeypatch):
+    monkeypatch.setattr(reference_table, "raw_digest", lambda: "1" * 16)
+    assert use_small_table.current  # a reworded comment: the code tokens still match
+    monkeypatch.setattr(reference_table, "source_digest", lambda: "0" * 16)
+    assert not use_small_table.current
+    job = EpisodeJob("noop", EpisodeSpec("easy", 0))
+    assert reference_from_table([job]) == ([], [job])
+    assert "regenerate it" in reference_table.status()
+
+
+def test_eval_results_are_byte_identical_with_and_without_the_table(
+    use_small_table, tmp_path, monkeypatch
+):
+    args = ["eval", "-p", "noop,lru,bound", "-s", "easy", "-n", "2", "--workers", "1"]
+    runner = CliRunner()
+    shipped = runner.invoke(app, [*args, "-o", str(tmp_path / "shipped")])
+    assert shipped.exit_code == 0, shipped.output
+    assert "reference: shipped table (4 episodes of noop and bound)" in shipped.output
+    monkeypatch.setattr(reference_table, "shipped", lambda: None)
+    computed = runner.invoke(app, [*args, "-o", str(tmp_path / "computed")])
+    assert computed.exit_code == 0, computed.output
+    assert "reference: computed" in computed.output
+    a = (tmp_path / "shipped" / "results.jsonl").read_bytes()
+    assert a == (tmp_path / "computed" / "results.jsonl").read_bytes()
+    assert len(a.splitlines()) == 6
+    info = json.loads((tmp_path / "shipped" / "run.json").read_text())
+    assert info["source_digest"] == reference_table.source_digest()
+
+
+def test_the_digest_ignores_comments_and_docstrings_but_not_code(tmp_path: Path):
+    def code(text: str) -> str:
+        path = tmp_path / "m.py"
+        path.write_text(text)
+        return reference_table._code(path)
+
+    base = code('"""Doc."""\n\ndef f(x):\n    """What f does."""\n    return x + 1\n')
+    reworded = code(
+        '"""Other."""\n# a comment\n\ndef f(x):  # note\n    """Else."""\n\n    return x + 1\n'
+    )
+    changed = code('"""Doc."""\n\ndef f(x):\n    """What f does."""\n    return x + 2\n')
+    assert base == reworded
+    assert base != changed
+    files = [str(p.relative_to(reference_table.ROOT)) for p in reference_table.source_files()]
+    for expected in (
+        "environments/kv_cache_env/sim/engine.py",
+        "rubrics/serving.py",
+        "evals/serving/policies/bound.py",
+        "evals/serving/policies/learned_weights.json",
+        "evals/serving/runner.py",
+    ):
+        assert expected in files
+
+
+def test_the_shipped_table():
+    table = reference_table.load()
+    if table is None:
+        # none shipped (yet): eval computes the reference and says how to build the table
+        assert reference_table.REGENERATE in reference_table.status()
+        return
+    if not table.current:
+        # stale (made by other code or for another suite): never used, and it says how to fix it
+        job = EpisodeJob("bound", EpisodeSpec("easy", 0))
+        assert not table.covers("bound", job.episode)
+        assert reference_table.REGENERATE in reference_table.status()
+        return
+    expected = {(a, s, seed) for a in ("noop", "bound") for s in SUITE for seed in range(100)}
+    assert set(table.records) == expected and table.suite_version == SUITE_VERSION
+    for agent, scenario, seed in (("bound", "easy", 7), ("noop", "hard", 42)):
+        played = reference_table.play_entry(agent, scenario, seed)
+        stored = table.records[agent, scenario, seed]
+        assert json.dumps(played, sort_keys=True) == json.dumps(stored, sort_keys=True)
