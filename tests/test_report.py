@@ -73,11 +73,23 @@ def test_leaderboard_rows_counts_and_gap(runs, tmp_path):
     else:
         assert by["easy", "noop"].normalized is None
     markdown = (tmp_path / "leaderboard.md").read_text()
-    table = [line for line in markdown.splitlines() if line.startswith("| ")]
+    detail = markdown.split("## Every agent on every scenario")[1]
+    table = [line for line in detail.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + len(rows)  # header + one row per agent x scenario
     assert "| hard | some-model | 2 | 1 |" in markdown
     assert "Student-t 95% CI" in markdown
     assert ("trace:azure-conv-2023", "lru") in by
+
+
+def test_the_ranking_table_comes_first_in_the_page(runs, tmp_path):
+    results = load_results(runs)
+    build_report(results, tmp_path, [str(r) for r in runs])
+    page = (tmp_path / "index.html").read_text()
+    body = page.split("<body>", 1)[1]
+    assert body.index("<table") == body.index("<table class='sortable' id='ranking'>")
+    assert body.index("id='ranking'") < body.index("<figure") < body.index("id='leaderboard'")
+    markdown = (tmp_path / "leaderboard.md").read_text()
+    assert markdown.index("## Ranking") < markdown.index("## Every agent on every scenario")
 
 
 def test_results_of_different_suite_versions_are_refused(runs, tmp_path):
@@ -153,7 +165,11 @@ def test_report_page_renders_in_headless_chromium(runs, tmp_path):
         page.goto(page_file.as_uri())
         rows = page.locator("#leaderboard tbody tr")
         assert rows.count() == expected_rows
-        assert page.locator("figure svg").count() == 4
+        assert page.locator("#ranking tbody tr").count() == len({r["agent"] for r in results})
+        assert page.locator("figure svg").count() >= 3
+        # figures take the page's width
+        width = page.evaluate("document.querySelector('figure svg').getBoundingClientRect().width")
+        assert width >= 0.9 * page.evaluate("document.querySelector('h2').offsetWidth")
         page.click("#leaderboard thead th:nth-child(5)")  # sort by reward, ascending
         first = float(rows.nth(0).locator("td").nth(4).get_attribute("data-sort"))
         last = float(rows.nth(rows.count() - 1).locator("td").nth(4).get_attribute("data-sort"))

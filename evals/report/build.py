@@ -10,7 +10,6 @@ their rewards are not averaged (there are none).
 from __future__ import annotations
 
 import html
-import io
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -24,9 +23,10 @@ from ..common.result_check import parse_line
 from ..common.stats import mean_ci
 from ..prompt_cache.dollars import mean_episode_cost
 from ..prompt_cache.provider import Prices
-from ..serving.normalize import normalized_scores
+from ..serving.normalize import FLOOR, MIN_RANGE, normalized_scores
 from ..serving.policies import REFERENCE
 from ..serving.summary import group_results
+from .ranking import RESAMPLES, Ranked, Ranking, rank_agents
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("failures", "failures/ep"),
@@ -98,13 +98,22 @@ class Row:
     """Mean input dollars per episode from the recorded model usage (`build_report` with
     prices; None for policies or without prices)."""
 
+    @property
+    def ok(self) -> bool:
+        """At least one episode ran to the end."""
+        return self.episodes > self.failed
+
 
 def scenario_order(name: str) -> tuple[int, str]:
     order = {tier: i for i, tier in enumerate(dict.fromkeys((*TIERS, *SUITE, "medium-128")))}
     return (order.get(name, len(order)), name)
 
 
-def leaderboard(results: Sequence[dict[str, Any]]) -> list[Row]:
+def leaderboard(
+    results: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]] = ()
+) -> list[Row]:
+    """One row per agent x scenario. `reference`: noop and bound results to normalize by
+    where `results` lack them (from the shipped table); they get no rows of their own."""
     rows = []
     for (scenario, agent), group in group_results(results).items():
         ok = [r for r in group if r["status"] == "ok"]
@@ -129,16 +138,19 @@ def leaderboard(results: Sequence[dict[str, Any]]) -> list[Row]:
                 usage,
             )
         )
-    reference = {
+    reference_rewards = {
         r.scenario: r.reward[0] for r in rows if r.agent == REFERENCE and r.failed < r.episodes
     }
+    for (scenario, agent), group in group_results(reference).items():
+        if agent == REFERENCE and scenario not in reference_rewards:
+            reference_rewards[scenario] = _mean(r["reward"] for r in group)
     rows = [
-        replace(r, gap=reference[r.scenario] - r.reward[0])
-        if r.scenario in reference and r.episodes > r.failed
+        replace(r, gap=reference_rewards[r.scenario] - r.reward[0])
+        if r.scenario in reference_rewards and r.episodes > r.failed
         else r
         for r in rows
     ]
-    normalized = normalized_scores(results)
+    normalized = normalized_scores([*results, *reference])
     rows = [
         replace(r, normalized=n.score, to_bound=n.to_bound)
         if (n := normalized.get((r.scenario, r.agent)))
@@ -210,11 +222,79 @@ def _has_cost(rows: Sequence[Row]) -> bool:
     return any(row.cost is not None for row in rows)
 
 
-def render_markdown(rows: Sequence[Row]) -> str:
+def _ranking_headers(ranking: Ranking) -> list[str]:
+    return [
+        "rank",
+        "rank 95% interval",
+        "agent",
+        "normalized score (95% CI)",
+        *ranking.normalized,
+        "mean reward",
+        "episodes",
+    ]
+
+
+def _ranking_cells(row: Ranked, ranking: Ranking) -> list[tuple[str, float | str]]:
+    """(text, sort value) per column of the ranking table."""
+    score = "–" if row.score is None else f"{row.score:.3f}"
+    if row.ci is not None:
+        score += f" ({row.ci[0]:.3f} to {row.ci[1]:.3f})"
+    interval = (
+        "–" if row.rank_interval is None else f"{row.rank_interval[0]}–{row.rank_interval[1]}"
+    )
+    cells: list[tuple[str, float | str]] = [
+        ("–" if row.rank is None else str(row.rank), row.rank if row.rank is not None else 1e9),
+        (interval, row.rank_interval[0] if row.rank_interval else 1e9),
+        (row.agent, row.agent),
+        (score, _key(row.score if row.score is not None else float("nan"))),
+    ]
+    for scenario in ranking.normalized:
+        value = row.per_scenario.get(scenario)
+        cells.append((_fmt(value, 2), _key(value if value is not None else float("nan"))))
+    cells.append((_fmt(row.reward, sign=True), _key(row.reward)))
+    cells.append((str(row.episodes), row.episodes))
+    return cells
+
+
+def ranking_note(ranking: Ranking, reference: str) -> str:
+    """How the ranking was computed, in one paragraph."""
+    left_out = [sc for sc in ranking.scenarios if sc not in ranking.normalized]
+    why = ""
+    if left_out:
+        why = (
+            f" Not in the mean ({', '.join(left_out)}): no noop and bound on the same seeds, or a "
+            f"range (bound − noop) under {MIN_RANGE}."
+        )
+    return (
+        "Agents ranked by their mean normalized score over the scenarios with a range: per "
+        "scenario (agent − noop) / (bound − noop) on paired seeds, 0 doing nothing and 1 the "
+        "reference bound. The score's 95% CI and the rank interval come from a paired "
+        f"bootstrap over seeds ({RESAMPLES} resamples, the same draw for every agent)."
+        + why
+        + f" Reference: {reference}."
+    )
+
+
+def render_markdown(rows: Sequence[Row], ranking: Ranking, reference: str) -> str:
     cost = _has_cost(rows)
     headers = _headers(cost)
+    rank_headers = _ranking_headers(ranking)
     lines = [
         "# kvcache-arena leaderboard",
+        "",
+        f"Serving suite version {SUITE_VERSION}. " + ranking_note(ranking, reference),
+        "",
+        "## Ranking",
+        "",
+        "| " + " | ".join(rank_headers) + " |",
+        "|" + "|".join("---" if h == "agent" else "---:" for h in rank_headers) + "|",
+    ]
+    for ranked in ranking.rows:
+        cells = _ranking_cells(ranked, ranking)
+        lines.append("| " + " | ".join(text for text, _ in cells) + " |")
+    lines += [
+        "",
+        "## Every agent on every scenario",
         "",
         "One row per agent x scenario. Reward: mean ± Student-t 95% CI over the ok episodes; "
         "components are their unweighted means (weights: "
@@ -222,7 +302,7 @@ def render_markdown(rows: Sequence[Row]) -> str:
         + "). `failed` counts rollouts that produced no episode (never dropped). `normalized` "
         "= (agent - noop) / (bound - noop) on the seeds all three ran (shown where bound - noop "
         ">= 0.05); `bound − agent` is the paired difference to the reference bound with its 95% "
-        f"CI. Serving suite version {SUITE_VERSION}.",
+        "CI.",
         "",
         "| " + " | ".join(headers) + " |",
         "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|",
@@ -230,155 +310,6 @@ def render_markdown(rows: Sequence[Row]) -> str:
     for row in rows:
         lines.append("| " + " | ".join(text for text, _ in _cells(row, cost)) + " |")
     return "\n".join(lines) + "\n"
-
-
-# --- figures --------------------------------------------------------------------------------
-def _svg(fig: Any) -> str:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]
-
-
-def figures(rows: Sequence[Row]) -> dict[str, str]:
-    """Figure title -> inline SVG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
-    scenarios = sorted({r.scenario for r in rows}, key=scenario_order)
-    agents = sorted({r.agent for r in rows})
-    colors = {a: plt.get_cmap("tab20")(i % 20) for i, a in enumerate(agents)}
-    by_key = {(r.scenario, r.agent): r for r in rows}
-    out: dict[str, str] = {}
-
-    # 1. weighted reward components per agent, stacked (negative ones to the left)
-    fig, axes = plt.subplots(
-        1, len(scenarios), figsize=(5 * len(scenarios), 0.35 * len(agents) + 1.5), squeeze=False
-    )
-    comp_colors = plt.get_cmap("Set2")
-    for ax, scenario in zip(axes[0], scenarios, strict=True):
-        present = [
-            a
-            for a in agents
-            if (scenario, a) in by_key and by_key[scenario, a].episodes > by_key[scenario, a].failed
-        ]
-        for j, component in enumerate(COMPONENTS):
-            values = [
-                DEFAULT_WEIGHTS[component] * by_key[scenario, a].components[component]
-                for a in present
-            ]
-            pos_left = [
-                sum(
-                    max(0.0, DEFAULT_WEIGHTS[c] * by_key[scenario, a].components[c])
-                    for c in list(COMPONENTS)[:j]
-                )
-                for a in present
-            ]
-            neg_left = [
-                sum(
-                    min(0.0, DEFAULT_WEIGHTS[c] * by_key[scenario, a].components[c])
-                    for c in list(COMPONENTS)[:j]
-                )
-                for a in present
-            ]
-            lefts = [p if v >= 0 else n for v, p, n in zip(values, pos_left, neg_left, strict=True)]
-            ax.barh(present, values, left=lefts, color=comp_colors(j), label=component)
-        ax.axvline(0, color="black", linewidth=0.8)
-        ax.set_title(scenario)
-        ax.set_xlabel("weighted contribution to reward")
-    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
-    out["Reward components per agent (weighted, stacked)"] = _svg(fig)
-    plt.close(fig)
-
-    # 2. memory usage over the episode, with the headroom bands
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(5 * len(scenarios), 3.6), squeeze=False)
-    for ax, scenario in zip(axes[0], scenarios, strict=True):
-        ax.axhspan(0, 0.8, color="#d9f2d9", zorder=0)
-        ax.axhspan(0.8, 0.95, color="#fff3cc", zorder=0)
-        ax.axhspan(0.95, 1.0, color="#ffd9b3", zorder=0)
-        ax.axhline(1.0, color="#cc0000", linewidth=1)
-        for agent in agents:
-            row = by_key.get((scenario, agent))
-            if row and row.usage:
-                ax.plot(
-                    range(len(row.usage)),
-                    row.usage,
-                    label=agent,
-                    color=colors[agent],
-                    linewidth=1.4,
-                )
-        ax.set_ylim(0, 1.05)
-        ax.set_title(scenario)
-        ax.set_xlabel("turn")
-        ax.set_ylabel("mean GPU memory usage")
-    _agent_legend(fig, agents, colors)
-    out["Memory usage over the episode (bands: <0.8 best, 0.8-0.95, 0.95-1, full)"] = _svg(fig)
-    plt.close(fig)
-
-    # 3. failures and pressure steps
-    fig, axes = plt.subplots(
-        1, len(scenarios), figsize=(5 * len(scenarios), 0.35 * len(agents) + 1.5), squeeze=False
-    )
-    for ax, scenario in zip(axes[0], scenarios, strict=True):
-        present = [a for a in agents if (scenario, a) in by_key]
-        ys = range(len(present))
-        ax.barh(
-            [y - 0.2 for y in ys],
-            [by_key[scenario, a].metrics["failures"] for a in present],
-            height=0.4,
-            color="#d62728",
-            label="failures / episode",
-        )
-        ax.barh(
-            [y + 0.2 for y in ys],
-            [by_key[scenario, a].metrics["pressure_steps"] for a in present],
-            height=0.4,
-            color="#ff7f0e",
-            label="pressure steps / episode",
-        )
-        ax.set_yticks(list(ys), present)
-        ax.set_title(scenario)
-    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
-    out["Failures and pressure steps per episode"] = _svg(fig)
-    plt.close(fig)
-
-    # 4. reward by scenario difficulty
-    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(scenarios)), 3.8))
-    for agent in agents:
-        xs = [
-            s
-            for s in scenarios
-            if (s, agent) in by_key and by_key[s, agent].episodes > by_key[s, agent].failed
-        ]
-        if xs:
-            means = [by_key[s, agent].reward[0] for s in xs]
-            halves = [by_key[s, agent].reward[1] for s in xs]
-            ax.errorbar(
-                xs,
-                means,
-                yerr=halves,
-                label=agent,
-                color=colors[agent],
-                marker="o",
-                capsize=3,
-                linewidth=1.2,
-            )
-    ax.set_ylabel("reward (mean ± 95% CI)")
-    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
-    out["Reward by scenario"] = _svg(fig)
-    plt.close(fig)
-    return out
-
-
-def _agent_legend(fig: Any, agents: Sequence[str], colors: dict[str, Any]) -> None:
-    """One legend for every agent, whichever subplots they appear in."""
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], color=colors[a], linewidth=2) for a in agents]
-    fig.legend(handles, list(agents), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
 
 
 # --- HTML -----------------------------------------------------------------------------------
@@ -403,44 +334,81 @@ document.querySelectorAll('table.sortable th').forEach(function (th, column) {
 """
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1200px;
+       padding: 0 1rem; color: #222; line-height: 1.4; }
+h1 { margin-bottom: 0.2rem; } h2 { margin-top: 2rem; }
+p.note { color: #444; font-size: 13px; max-width: 60rem; }
 table { border-collapse: collapse; font-size: 12px; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; white-space: nowrap; }
 th { background: #f0f0f0; cursor: pointer; position: sticky; top: 0; }
-th[data-order=asc]::after { content: ' \\25B2'; } th[data-order=desc]::after { content: ' \\25BC'; }
-td:nth-child(1), td:nth-child(2), th:nth-child(1), th:nth-child(2) { text-align: left; }
+th[data-order=asc]::after { content: ' \\25B2'; }
+th[data-order=desc]::after { content: ' \\25BC'; }
+#ranking { font-size: 14px; }
+#ranking td:nth-child(3), #ranking th:nth-child(3) { text-align: left; font-weight: 600; }
+#leaderboard td:nth-child(1), #leaderboard td:nth-child(2),
+#leaderboard th:nth-child(1), #leaderboard th:nth-child(2) { text-align: left; }
 tr.failed td { background: #fff0f0; }
-figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; }
+figure { margin: 1.5rem 0; width: 100%; } figure svg { width: 100%; height: auto; }
+figcaption { margin-bottom: 0.4rem; }
 .scroll { overflow-x: auto; }
 """
 
 
-def render_html(rows: Sequence[Row], figs: dict[str, str], sources: Sequence[str]) -> str:
-    cost = _has_cost(rows)
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in _headers(cost))
+def _table(table_id: str, headers: Sequence[str], rows: Sequence[tuple[str, list]]) -> str:
+    """A sortable table: rows are (css class, [(text, sort value), ...])."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = []
-    for row in rows:
-        cells = "".join(
+    for css, cells in rows:
+        tds = "".join(
             f'<td data-sort="{html.escape(str(value))}">{html.escape(text)}</td>'
-            for text, value in _cells(row, cost)
+            for text, value in cells
         )
-        css = ' class="failed"' if row.failed else ""
-        body.append(f"<tr{css}>{cells}</tr>")
+        body.append(f"<tr{f' class={css!r}' if css else ''}>{tds}</tr>")
+    return (
+        f"<div class='scroll'><table class='sortable' id='{table_id}'><thead><tr>{head}"
+        f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def render_html(
+    rows: Sequence[Row],
+    ranking: Ranking,
+    figs: dict[str, str],
+    sources: Sequence[str],
+    reference: str,
+) -> str:
+    """The page: the ranking first, then the figures (full width), then every row."""
+    cost = _has_cost(rows)
+    ranking_table = _table(
+        "ranking",
+        _ranking_headers(ranking),
+        [("", _ranking_cells(r, ranking)) for r in ranking.rows],
+    )
+    detail = _table(
+        "leaderboard",
+        _headers(cost),
+        [("failed" if row.failed else "", _cells(row, cost)) for row in rows],
+    )
     figures_html = "".join(
         f"<figure><figcaption><b>{html.escape(title)}</b></figcaption>{svg}</figure>"
         for title, svg in figs.items()
     )
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         "<title>kvcache-arena leaderboard</title>"
         f"<style>{_STYLE}</style></head><body>"
         "<h1>kvcache-arena leaderboard</h1>"
-        f"<p>From {len(sources)} run(s): {html.escape(', '.join(sources))}. Reward: mean ± "
-        "Student-t 95% CI over ok episodes; components unweighted means; click a column "
-        "header to sort. Rows shaded red have failed rollouts.</p>"
-        f"<div class='scroll'><table class='sortable' id='leaderboard'><thead><tr>{head}"
-        f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-        f"{figures_html}<script>{_SCRIPT}</script></body></html>\n"
+        f"<p class='note'>Serving suite v{SUITE_VERSION}; {len(sources)} run(s): "
+        f"{html.escape(', '.join(sources))}.</p>"
+        f"<h2>Ranking</h2>{ranking_table}"
+        f"<p class='note'>{html.escape(ranking_note(ranking, reference))} Click a column "
+        "header to sort.</p>"
+        f"<h2>Figures</h2>{figures_html or '<p>(no figure: too few points)</p>'}"
+        "<h2>Every agent on every scenario</h2>"
+        "<p class='note'>Reward: mean ± Student-t 95% CI over ok episodes; components are "
+        "unweighted means. Rows shaded red have failed rollouts (counted, never dropped).</p>"
+        f"{detail}<script>{_SCRIPT}</script></body></html>\n"
     )
 
 
@@ -474,15 +442,94 @@ def build_report(
     out: Path,
     sources: Sequence[str],
     prices: Prices | None = None,
+    reference: Sequence[dict[str, Any]] = (),
+    reference_source: str | None = None,
 ) -> list[Row]:
-    """`prices`: add each row's mean input dollars per episode (`prompt_cache.dollars`)."""
-    rows = leaderboard(results)
+    """`prices`: add each row's mean input dollars per episode (`prompt_cache.dollars`).
+    `reference`: noop and bound results from the shipped table, to normalize by where the
+    runs lack them; `reference_source` says where the reference came from."""
+    from .figures import build_figures
+
+    rows = leaderboard(results, reference)
     if prices is not None:
         groups = group_results(results)
         rows = [
             replace(r, cost=mean_episode_cost(groups[r.scenario, r.agent], prices)) for r in rows
         ]
+    scenarios = sorted({r.scenario for r in rows}, key=scenario_order)
+    ranking = rank_agents(results, scenarios, reference)
+    source = reference_source or _reference_source(results, reference)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "leaderboard.md").write_text(render_markdown(rows), encoding="utf-8")
-    (out / "index.html").write_text(render_html(rows, figures(rows), sources), encoding="utf-8")
+    (out / "leaderboard.md").write_text(render_markdown(rows, ranking, source), encoding="utf-8")
+    page = render_html(rows, ranking, build_figures(rows, ranking), sources, source)
+    (out / "index.html").write_text(page, encoding="utf-8")
     return rows
+
+
+def _reference_source(
+    results: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]]
+) -> str:
+    agents = {r["agent"] for r in results}
+    if reference:
+        return "shipped table (noop and bound records of the package)"
+    if {FLOOR, REFERENCE} <= agents:
+        return "computed (noop and bound were run)"
+    return "missing (noop and bound were not run, and the shipped table does not cover these runs)"
+
+
+def shipped_reference(
+    paths: Sequence[Path], results: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """noop's and the bound's results from the shipped table for the suite episodes of `paths`
+    that lack them: only for runs whose `run.json` says they were made by the code the table
+    was made by (`source_digest`), for the same suite, at the scenarios' own length and with
+    no trace. Scored with the weights of the run's own results."""
+    from ..common.results import episode_result
+    from ..serving.reference_table import AGENTS, shipped
+
+    table = shipped()
+    if table is None:
+        return []
+    eligible: set[tuple[str, int]] = set()
+    weights: dict[tuple[str, int], dict[str, float]] = {}
+    for path in paths:
+        info = _run_info(path)
+        arguments = info.get("arguments", {}) if info else {}
+        if not (
+            info
+            and info.get("source_digest") == table.digest
+            and str(info.get("suite_version")) == table.suite_version
+            and arguments.get("steps") is None
+            and arguments.get("trace") is None
+        ):
+            continue
+        for r in _results_of(path):
+            eligible.add((r["scenario"], r["seed"]))
+            weights.setdefault((r["scenario"], r["seed"]), r["weights"])
+    played = {(r["scenario"], r["agent"], r["seed"]) for r in results}
+    return [
+        episode_result(
+            agent=agent,
+            scenario=scenario,
+            seed=seed,
+            record=table.record(agent, scenario, seed),
+            weights=weights[scenario, seed],
+        )
+        for scenario, seed in sorted(eligible)
+        for agent in AGENTS
+        if (scenario, agent, seed) not in played and (agent, scenario, seed) in table.records
+    ]
+
+
+def _run_info(path: Path) -> dict[str, Any] | None:
+    file = (path if path.is_dir() else path.parent) / "run.json"
+    try:
+        info = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def _results_of(path: Path) -> list[dict[str, Any]]:
+    file = path / "results.jsonl" if path.is_dir() else path
+    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line]

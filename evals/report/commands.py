@@ -30,7 +30,7 @@ def report_command(
     """Build leaderboard.md and a self-contained index.html from one or more runs; with the
     three prices, also the input cost per episode in dollars from the recorded usage."""
     from ..prompt_cache.provider import Prices
-    from .build import ReportError, build_report, load_results, to_dataset
+    from .build import ReportError, build_report, load_results, shipped_reference, to_dataset
 
     given = [p for p in (price_in, price_cached, price_write) if p is not None]
     if len(given) not in (0, 3):
@@ -43,8 +43,11 @@ def report_command(
     check_out_dir(out)
     if dataset is not None and dataset.exists() and not dataset.is_dir():
         raise InputError(f"--dataset {dataset}: exists and is not a directory")
+    reference = shipped_reference(runs, results)
+    if reference:
+        console.print(f"reference: shipped table ({len(reference)} noop and bound episodes)")
     with console.status("rendering figures"):
-        rows = build_report(results, out, [str(r) for r in runs], prices)
+        rows = build_report(results, out, [str(r) for r in runs], prices, reference)
     if dataset is not None:
         to_dataset(results).save_to_disk(str(dataset))
         console.print(f"saved the dataset to {dataset}")

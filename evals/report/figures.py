@@ -1,0 +1,147 @@
+"""The report's figures, as inline SVG (`svg.py`): each full width, in a colour-blind-safe
+palette, and none drawn where it would hold a single point.
+
+Colours are Okabe and Ito's ("Color Universal Design", 2008; told apart under the common
+colour-vision deficiencies): the floor `noop` is grey and the reference `bound` black; other
+agents take the seven remaining hues, then the same hues dashed, dotted, ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rubrics import COMPONENTS, DEFAULT_WEIGHTS
+
+from ..serving.normalize import FLOOR
+from ..serving.policies import REFERENCE
+from .svg import Series, bar_chart, dot_chart, line_panels
+
+if TYPE_CHECKING:
+    from .build import Row
+    from .ranking import Ranking
+
+OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
+"""Okabe-Ito's hues but black (kept for the bound)."""
+DASHES = ("", "6 3", "2 3", "8 3 2 3")
+MARKERS = ("o", "s", "^", "D")
+FLOOR_GREY, REFERENCE_BLACK = "#999999", "#000000"
+
+
+def agent_styles(agents: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Agent -> (colour, dash pattern); noop grey, the bound black."""
+    styles: dict[str, tuple[str, str]] = {}
+    others = [a for a in agents if a not in (FLOOR, REFERENCE)]
+    for i, agent in enumerate(others):
+        styles[agent] = (OKABE_ITO[i % 7], DASHES[(i // 7) % len(DASHES)])
+    styles[FLOOR] = (FLOOR_GREY, "")
+    styles[REFERENCE] = (REFERENCE_BLACK, "")
+    return {a: styles[a] for a in agents}
+
+
+def build_figures(rows: Sequence[Row], ranking: Ranking) -> dict[str, str]:
+    """Figure title -> inline SVG, in reading order."""
+    out: dict[str, str] = {}
+    for title, draw in (
+        ("Normalized score by scenario (0 = noop, 1 = the bound)", _normalized),
+        ("Reward components per agent (weighted means over every episode)", _components),
+        ("Failures and pressure steps per episode", _failures),
+        ("Memory usage over the episode (bands: < 0.8 best, 0.8-0.95, 0.95-1, full)", _usage),
+    ):
+        svg = draw(rows, ranking, title)
+        if svg is not None:
+            out[title] = svg
+    return out
+
+
+def _normalized(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
+    """One row per agent (rank order), one marker per scenario, a bar at the suite mean."""
+    agents = [
+        r
+        for r in ranking.rows
+        if any(r.per_scenario.get(sc) is not None for sc in ranking.normalized)
+    ]
+    points = sum(r.per_scenario.get(sc) is not None for r in agents for sc in ranking.normalized)
+    if points < 2:
+        return None
+    colours = (*OKABE_ITO, REFERENCE_BLACK)
+    series = [
+        Series(
+            sc, [r.per_scenario.get(sc) for r in agents], colours[k % 8], marker=MARKERS[k // 8 % 4]
+        )
+        for k, sc in enumerate(ranking.normalized)
+    ]
+    series.append(Series("suite mean", [r.score for r in agents], REFERENCE_BLACK, marker="|"))
+    return dot_chart(
+        [r.agent for r in agents],
+        series,
+        x_label="normalized score",
+        title=title,
+        references=((0.0, FLOOR_GREY), (1.0, REFERENCE_BLACK)),
+    )
+
+
+def _by_agent(rows: Sequence[Row], agent: str, pick) -> float:
+    values = [pick(r) for r in rows if r.agent == agent and r.ok]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _components(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
+    """Stacked weighted components per agent, penalties to the left of 0."""
+    agents = [r.agent for r in ranking.rows if any(x.agent == r.agent and x.ok for x in rows)]
+    if len(agents) * len(COMPONENTS) < 2 or not agents:
+        return None
+    colours = (*OKABE_ITO, REFERENCE_BLACK)
+    series = [
+        Series(
+            c,
+            [
+                DEFAULT_WEIGHTS[c] * _by_agent(rows, a, lambda r, c=c: r.components[c])
+                for a in agents
+            ],
+            colours[j % 8],
+        )
+        for j, c in enumerate(COMPONENTS)
+    ]
+    return bar_chart(
+        agents, series, stacked=True, x_label="weighted contribution to reward", title=title
+    )
+
+
+def _failures(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
+    agents = [r.agent for r in ranking.rows if any(x.agent == r.agent and x.ok for x in rows)]
+    if not agents:
+        return None
+    series = [
+        Series(label, [_by_agent(rows, a, lambda r, k=key: r.metrics[k]) for a in agents], colour)
+        for label, key, colour in (
+            ("failures / episode", "failures", "#D55E00"),
+            ("pressure steps / episode", "pressure_steps", "#56B4E9"),
+        )
+    ]
+    return bar_chart(agents, series, stacked=False, x_label="per episode", title=title)
+
+
+def _usage(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
+    """One panel per scenario (four to a row), one line per agent."""
+    styles = agent_styles([r.agent for r in ranking.rows])
+    panels = []
+    for scenario in ranking.scenarios:
+        mine = {r.agent: r for r in rows if r.scenario == scenario and r.usage}
+        lines = [
+            Series(agent, mine[agent].usage, colour, dash)
+            for agent, (colour, dash) in styles.items()
+            if agent in mine
+        ]
+        if lines:
+            panels.append((scenario, lines))
+    if not panels or max(len(s.values) for _, lines in panels for s in lines) < 2:
+        return None
+    return line_panels(
+        panels,
+        y_label="GPU memory usage",
+        x_label="turn",
+        title=title,
+        y_range=(0.0, 1.05),
+        bands=((0.0, 0.8, "#e5f5ee"), (0.8, 0.95, "#fdf4d6"), (0.95, 1.0, "#fbe3d3")),
+    )

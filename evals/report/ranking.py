@@ -1,0 +1,204 @@
+"""The leaderboard's ranking: agents by their mean normalized score over the suite's
+scenarios, with a 95% confidence interval and a 95% interval of their rank, both by a paired
+bootstrap over seeds.
+
+Per scenario, an episode's normalized score is (agent - noop) / (mean bound - mean noop) on
+its seed, over the seeds where noop and the bound both ran; a scenario enters the suite mean
+only where that range is at least `MIN_RANGE` (below it there is nothing to normalize by:
+`easy`, for one). An agent's suite score is the mean of its per-scenario scores over the
+scenarios it ran. The bootstrap resamples each scenario's seeds with replacement, the same
+draw for every agent (paired: the same episodes), recomputes every agent's suite score and
+ranks them; the 2.5th and 97.5th percentiles give the score's CI and the rank interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..serving.normalize import FLOOR, MIN_RANGE
+from ..serving.policies import REFERENCE
+
+RESAMPLES = 1000
+BOOTSTRAP_SEED = 0
+"""The bootstrap's generator seed: the same results give the same report."""
+
+
+@dataclass(frozen=True)
+class Ranked:
+    agent: str
+    score: float | None
+    """Mean normalized score over the scenarios it ran that have a range (None: none)."""
+    ci: tuple[float, float] | None
+    """95% bootstrap interval of `score`."""
+    rank: int | None
+    """1 = best; None without a score."""
+    rank_interval: tuple[int, int] | None
+    """95% bootstrap interval of the rank."""
+    per_scenario: dict[str, float | None]
+    """Scenario -> normalized score (None: not run there, or no range)."""
+    reward: float
+    """Mean raw reward over all its ok episodes."""
+    episodes: int
+    scenarios: int
+    """Scenarios with a range it ran (those its score averages)."""
+
+
+@dataclass(frozen=True)
+class Ranking:
+    rows: list[Ranked]
+    scenarios: list[str]
+    """Every scenario in the results, in display order."""
+    normalized: list[str]
+    """The scenarios whose range is wide enough to normalize by."""
+    ranges: dict[str, float]
+    """Scenario -> mean bound - mean noop on its paired seeds."""
+
+
+def rank_agents(
+    results: Sequence[Mapping[str, Any]],
+    scenarios: Sequence[str],
+    reference: Sequence[Mapping[str, Any]] = (),
+) -> Ranking:
+    """`reference`: noop and bound results to normalize by where `results` lack them (from the
+    shipped table); they are not ranked unless they are also in `results`."""
+    rewards: dict[tuple[str, str], dict[int, float]] = {}
+    for r in (*reference, *results):
+        if r.get("status") == "ok" and r.get("reward") is not None:
+            rewards.setdefault((r["scenario"], r["agent"]), {})[r["seed"]] = float(r["reward"])
+    agents = list(dict.fromkeys(r["agent"] for r in results))
+    values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    """scenario -> (agents x seeds rewards, nan = absent; noop per seed; bound per seed)."""
+    ranges: dict[str, float] = {}
+    for scenario in scenarios:
+        floor = rewards.get((scenario, FLOOR), {})
+        top = rewards.get((scenario, REFERENCE), {})
+        seeds = sorted(set(floor) & set(top))
+        if not seeds:
+            continue
+        low = np.array([floor[s] for s in seeds])
+        high = np.array([top[s] for s in seeds])
+        ranges[scenario] = float(high.mean() - low.mean())
+        if ranges[scenario] < MIN_RANGE:
+            continue
+        matrix = np.full((len(agents), len(seeds)), np.nan)
+        for i, agent in enumerate(agents):
+            mine = rewards.get((scenario, agent), {})
+            for j, seed in enumerate(seeds):
+                if seed in mine:
+                    matrix[i, j] = mine[seed]
+        values[scenario] = (matrix, low, high)
+    normalized = list(values)
+    ones = {sc: np.ones((1, m[0].shape[1])) for sc, m in values.items()}
+    point = _suite_scores(ones, values, len(agents), 1)[0]
+    boot = _suite_scores(_draws(values), values, len(agents), RESAMPLES)
+    rows = []
+    ranks = _ranks(boot)
+    point_ranks = _ranks(point[None, :])[0]
+    for i, agent in enumerate(agents):
+        ok = [r for r in results if r["agent"] == agent and r["status"] == "ok"]
+        per = {sc: _scenario_score(values[sc], i) if sc in values else None for sc in scenarios}
+        has = not np.isnan(point[i])
+        valid = ~np.isnan(boot[:, i])
+        rows.append(
+            Ranked(
+                agent=agent,
+                score=float(point[i]) if has else None,
+                ci=(
+                    (
+                        float(np.percentile(boot[valid, i], 2.5)),
+                        float(np.percentile(boot[valid, i], 97.5)),
+                    )
+                    if has and valid.any()
+                    else None
+                ),
+                rank=int(point_ranks[i]) if has else None,
+                rank_interval=(
+                    (
+                        int(np.percentile(ranks[valid, i], 2.5, method="lower")),
+                        int(np.percentile(ranks[valid, i], 97.5, method="higher")),
+                    )
+                    if has and valid.any()
+                    else None
+                ),
+                per_scenario=per,
+                reward=float(np.mean([r["reward"] for r in ok])) if ok else float("nan"),
+                episodes=len([r for r in results if r["agent"] == agent]),
+                scenarios=sum(per[sc] is not None for sc in normalized),
+            )
+        )
+    rows.sort(key=lambda r: (r.rank is None, r.rank or 0, -_key(r.reward), r.agent))
+    return Ranking(rows, list(scenarios), normalized, ranges)
+
+
+def _scenario_score(value: tuple[np.ndarray, np.ndarray, np.ndarray], agent: int) -> float | None:
+    """(mean agent - mean noop) / (mean bound - mean noop) over the seeds the agent ran."""
+    matrix, low, high = value
+    present = ~np.isnan(matrix[agent])
+    if not present.any():
+        return None
+    span = high[present].mean() - low[present].mean()
+    if span <= 0:
+        return None
+    return float((matrix[agent, present].mean() - low[present].mean()) / span)
+
+
+def _draws(
+    values: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> dict[str, np.ndarray]:
+    """Per scenario, (resamples x seeds) counts of each seed in a bootstrap draw."""
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    out = {}
+    for scenario, (matrix, _, _) in values.items():
+        n = matrix.shape[1]
+        picks = rng.integers(0, n, size=(RESAMPLES, n))
+        counts = np.zeros((RESAMPLES, n))
+        np.add.at(counts, (np.arange(RESAMPLES)[:, None], picks), 1.0)
+        out[scenario] = counts
+    return out
+
+
+def _suite_scores(
+    weights: Mapping[str, np.ndarray],
+    values: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    agents: int,
+    draws: int,
+) -> np.ndarray:
+    """(draws x agents) mean over scenarios of each agent's normalized score, every mean taken
+    with the draw's seed weights over the seeds the agent ran (noop and the bound on the same
+    seeds: paired)."""
+    per_scenario = []
+    for scenario, (matrix, low, high) in values.items():
+        present = (~np.isnan(matrix)).astype(float)
+        w = weights[scenario]
+        count = w @ present.T
+        agent = w @ np.where(present > 0, matrix, 0.0).T
+        floor = w @ (present * low).T
+        top = w @ (present * high).T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            span = top - floor
+            score = (agent - floor) / span
+            per_scenario.append(np.where((count > 0) & (span > 0), score, np.nan))
+    if not per_scenario:
+        return np.full((draws, agents), np.nan)
+    stacked = np.stack(per_scenario)  # scenarios x draws x agents
+    with np.errstate(invalid="ignore"):
+        count = np.sum(~np.isnan(stacked), axis=0)
+        return np.where(count > 0, np.nansum(stacked, axis=0) / np.maximum(count, 1), np.nan)
+
+
+def _ranks(scores: np.ndarray) -> np.ndarray:
+    """(draws x agents) rank of each agent in each draw (1 = best; nan scores rank last)."""
+    filled = np.where(np.isnan(scores), -np.inf, scores)
+    order = np.argsort(-filled, axis=1, kind="stable")
+    ranks = np.empty_like(order)
+    rows = np.arange(scores.shape[0])[:, None]
+    ranks[rows, order] = np.arange(1, scores.shape[1] + 1)[None, :]
+    return ranks
+
+
+def _key(value: float) -> float:
+    return value if value == value else float("-inf")

@@ -1,0 +1,92 @@
+"""The leaderboard's ranking: normalized scores on paired seeds, the suite mean over the
+scenarios with a range, and bootstrap intervals of the score and the rank."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from evals.report.figures import agent_styles
+from evals.report.ranking import rank_agents
+from evals.report.svg import nice_ticks
+
+
+def result(agent: str, scenario: str, seed: int, reward: float) -> dict:
+    return {"agent": agent, "scenario": scenario, "seed": seed, "status": "ok", "reward": reward}
+
+
+def suite(offsets: dict[str, float], seeds: int = 20) -> list[dict]:
+    """noop at 0 and the bound at 1 on two scenarios (plus seed noise), agents at offsets; a
+    third scenario with no range (bound = noop + 0.01)."""
+    out = []
+    for scenario, shift in (("hard", 0.0), ("agent-tools", -0.5)):
+        for seed in range(seeds):
+            noise = 0.05 * ((seed * 7919) % 11 - 5) / 5
+            out.append(result("noop", scenario, seed, shift + noise))
+            out.append(result("bound", scenario, seed, shift + 1.0 + noise))
+            for agent, offset in offsets.items():
+                out.append(result(agent, scenario, seed, shift + offset + noise))
+    for seed in range(seeds):
+        out.append(result("noop", "easy", seed, 0.36))
+        out.append(result("bound", "easy", seed, 0.37))
+        out.append(result("good", "easy", seed, 0.365))
+    return out
+
+
+def test_scores_are_normalized_per_scenario_and_averaged_over_those_with_a_range():
+    ranking = rank_agents(suite({"good": 0.8, "weak": 0.3}), ["easy", "hard", "agent-tools"])
+    by = {r.agent: r for r in ranking.rows}
+    assert ranking.normalized == ["hard", "agent-tools"]  # easy's range is under 0.05
+    assert by["good"].score == pytest.approx(0.8)
+    assert by["weak"].per_scenario["hard"] == pytest.approx(0.3)
+    assert by["good"].per_scenario["easy"] is None
+    assert by["bound"].score == pytest.approx(1.0) and by["noop"].score == pytest.approx(0.0)
+    assert [r.agent for r in ranking.rows] == ["bound", "good", "weak", "noop"]
+    assert [r.rank for r in ranking.rows] == [1, 2, 3, 4]
+    # paired: the noise is shared by every agent on a seed, so the intervals are tight
+    assert by["good"].ci == pytest.approx((0.8, 0.8), abs=1e-9)
+    assert by["good"].rank_interval == (2, 2)
+
+
+def test_close_agents_get_overlapping_rank_intervals():
+    results = suite({"a": 0.5, "b": 0.5})
+    # unpaired noise between a and b: their order is a coin flip over seeds
+    for r in results:
+        if r["agent"] in ("a", "b") and r["scenario"] != "easy":
+            r["reward"] += (
+                0.2 * (((r["seed"] * 31 + len(r["agent"] * 3) + ord(r["agent"])) % 7) - 3) / 3
+            )
+    ranking = rank_agents(results, ["hard", "agent-tools"])
+    by = {r.agent: r for r in ranking.rows}
+    assert by["a"].rank_interval[0] <= 3 and by["a"].rank_interval[1] >= 2
+    assert by["b"].rank_interval[0] <= 3 and by["b"].rank_interval[1] >= 2
+    low, high = by["a"].ci
+    assert low < by["a"].score < high
+
+
+def test_without_noop_and_the_bound_nothing_is_ranked_but_rows_remain():
+    results = [result("lru", "hard", s, 0.3) for s in range(3)]
+    ranking = rank_agents(results, ["hard"])
+    assert [(r.agent, r.rank, r.score) for r in ranking.rows] == [("lru", None, None)]
+    assert ranking.normalized == []
+    # ... unless the shipped reference supplies them
+    reference = [result("noop", "hard", s, 0.0) for s in range(3)]
+    reference += [result("bound", "hard", s, 1.0) for s in range(3)]
+    ranked = rank_agents(results, ["hard"], reference)
+    assert [(r.agent, r.rank) for r in ranked.rows] == [("lru", 1)]
+    assert ranked.rows[0].score == pytest.approx(0.3)
+
+
+def test_the_palette_gives_noop_and_lru_distinct_hues():
+    styles = agent_styles(["noop", "lru", "fifo", "bound", *[f"p{i}" for i in range(10)]])
+    assert styles["noop"][0] != styles["lru"][0] != styles["fifo"][0]
+    assert styles["bound"] == ("#000000", "")
+    assert len(set(styles.values())) == len(styles)  # colour and dash tell every agent apart
+
+
+def test_ticks_cover_the_range_with_round_steps():
+    ticks = nice_ticks(-0.23, 0.41)
+    assert ticks[0] <= -0.23 and ticks[-1] >= 0.41
+    steps = {round(b - a, 9) for a, b in itertools.pairwise(ticks)}
+    assert len(steps) == 1 and steps.pop() in (0.1, 0.2, 0.25)
