@@ -9,13 +9,14 @@ import json
 import pytest
 
 from evals.common import local_tool_calls as ltc
-from kv_cache_env.sim import Simulator, get_scenario
+from kv_cache_env.sim import Simulator, get_scenario, render
 from kv_cache_env.tools import TOOLS, call_tool
+from kv_cache_env.valid_calls import valid_targets
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
 
-def test_grammar_names_the_tools_and_never_a_sequence_id():
+def test_without_an_observation_the_grammar_constrains_the_shape_of_an_id_only():
     grammar = ltc.reply_grammar(TOOLS)
     for name in ("evict", "compress", "swap"):
         assert f'"{name}(" arg ")"' in grammar
@@ -24,6 +25,39 @@ def test_grammar_names_the_tools_and_never_a_sequence_id():
     sim = Simulator(get_scenario("hard"), 0)
     ids = [e.seq_id for e in sim.observe().entries]
     assert ids and not any(f'"{i}"' in grammar or f"{i}(" in grammar for i in ids)
+
+
+def test_with_an_observation_each_tool_names_only_the_ids_it_is_valid_on():
+    sim = Simulator(get_scenario("hard"), 0)
+    for _ in range(6):
+        sim.step()
+    obs = sim.observe()
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": render(obs)}]
+    targets = ltc.observation_targets(messages)
+    assert targets == valid_targets(obs) and targets["evict"]
+    grammar = ltc.reply_grammar(TOOLS, targets)
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+    for tool in ("evict", "compress", "swap"):
+        if targets[tool]:
+            assert f'"{tool}(" {tool}-arg ")"' in rules["call"]
+            assert rules[f"{tool}-id"] == " | ".join(f'"{i}"' for i in targets[tool])
+        else:
+            assert f'"{tool}(' not in rules["call"]
+    assert "[A-Za-z] [0-9]" in rules["id"]  # the shape rule stays, unused
+    # a tool valid on nothing is left out; noop stays
+    only_noop = ltc.reply_grammar(TOOLS, {"evict": [], "compress": [], "swap": []})
+    assert dict(line.split(" ::= ", 1) for line in only_noop.splitlines())["call"] == '"noop()"'
+    # not an observation (the context family's messages): shape only
+    assert ltc.observation_targets([{"role": "user", "content": "hello"}]) is None
+
+
+@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
+def test_llama_cpp_compiles_the_grammar_with_ids():
+    from llama_cpp import llama_grammar
+
+    obs = Simulator(get_scenario("chat-human"), 1).observe()
+    for targets in (valid_targets(obs), {"evict": [], "compress": [], "swap": []}):
+        llama_grammar.LlamaGrammar.from_string(ltc.reply_grammar(TOOLS, targets), verbose=False)
 
 
 def test_tools_the_grammar_cannot_express_are_refused():

@@ -10,14 +10,18 @@ never sees them, and with `"auto"` it may still answer `message:` in free text. 
 every turn. Here, when a request carries tools (and `tool_choice` is absent or `"auto"`):
 
 - the system message ends with a short description of the reply format;
-- the reply is generated under a GBNF grammar built from the tools: up to `MAX_CALLS` lines
-  `evict(ID)` / `compress(ID)` / `swap(ID)` / `noop()` (one per tool with one string parameter
-  or none), or nothing at all. ID has the *shape* of a sequence id (a letter and digits, like
-  "r12"); the grammar never lists the current ids: the model still chooses which calls and
-  which ids, so invalid ids (gone, waiting, never existed) and poor choices stay possible and
-  are scored as usual. Tried first, at temperature 0 with SmolLM2-135M: a JSON-list grammar
-  (it answered `[]` every turn) and any-string ids (it wrote the placeholder `seq_id` from the
-  system prompt's tool list);
+- the reply is generated under a GBNF grammar built from the tools and from this turn's
+  observation: up to `MAX_CALLS` lines `evict(ID)` / `compress(ID)` / `swap(ID)` / `noop()`, or
+  nothing at all, where each tool's ID is one of the sequence ids that tool is valid on now
+  (`kv_cache_env.valid_calls`, read from the last user message, which is the observation's
+  text). A tool valid on no sequence is left out. The model still chooses which calls and
+  which ids; what it can no longer write is an id that does not exist or a call the simulator
+  would refuse on this observation (two calls of one reply can still conflict: compressing what
+  the line before evicted). Where the last message is not a serving observation (or the tools
+  are not these), ID only has the *shape* of a sequence id (a letter and digits, like "r12").
+  Tried first, at temperature 0 with SmolLM2-135M: a JSON-list grammar (it answered `[]` every
+  turn), any-string ids (it wrote the placeholder `seq_id` from the tool list), and ids of the
+  right shape only (47% of its calls on `hard` named ids that did not exist);
 - the lines are returned as the message's `tool_calls` (arguments as JSON text), so the client
   reads them like any hosted model's reply and the same tool dispatcher acts on them. An empty
   reply has no tool calls (the agent loop counts it as a noop).
@@ -59,24 +63,54 @@ class UnsupportedTools(ValueError):
     constrained)."""
 
 
-def reply_grammar(tools: list[dict[str, Any]]) -> str:
-    """GBNF for a reply: up to MAX_CALLS lines `name(ID)` / `name()` naming `tools`, or nothing.
-    ID has the shape of the simulator's sequence ids (a letter and 1-MAX_ID_DIGITS digits, like
-    "r12"), optionally in double quotes: a shape, never a list of the ids that exist."""
-    calls = []
+def reply_grammar(tools: list[dict[str, Any]], targets: dict[str, list[str]] | None = None) -> str:
+    """GBNF for a reply: up to MAX_CALLS lines `name(ID)` / `name()` naming `tools`, or nothing,
+    IDs optionally in double quotes. With `targets` (tool -> the ids it is valid on now), each
+    tool's ID is one of its ids and a tool with none is left out; without, an ID has the shape
+    of the simulator's sequence ids (a letter and 1-MAX_ID_DIGITS digits, like "r12")."""
+    calls, rules = [], []
     for tool in tools:
         name = tool["function"]["name"]
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise UnsupportedTools(f"tool name {name!r}")
-        calls.append(f'"{name}(" arg ")"' if _parameter(tool) else f'"{name}()"')
+        if not _parameter(tool):
+            calls.append(f'"{name}()"')
+            continue
+        if targets is None:
+            calls.append(f'"{name}(" arg ")"')
+            continue
+        ids = [i for i in targets.get(name, []) if re.fullmatch(r"[A-Za-z0-9_-]+", i)]
+        if ids:
+            rule = name.replace("_", "-")  # GBNF rule names: letters, digits and dashes
+            calls.append(f'"{name}(" {rule}-arg ")"')
+            rules.append(f'{rule}-arg ::= "\\"" {rule}-id "\\"" | {rule}-id')
+            rules.append(f"{rule}-id ::= " + " | ".join(f'"{i}"' for i in ids))
+    if not calls:
+        return 'root ::= ""'
     return "\n".join(
         [
             f'root ::= (call ("\\n" call){{0,{MAX_CALLS - 1}}})?',
             f"call ::= {' | '.join(calls)}",
             'arg ::= "\\"" id "\\"" | id',
             f"id ::= [A-Za-z] [0-9]{{1,{MAX_ID_DIGITS}}}",
+            *rules,
         ]
     )
+
+
+def observation_targets(messages: list[dict[str, Any]]) -> dict[str, list[str]] | None:
+    """Tool -> valid ids, from the last user message when it is a serving observation's text
+    (None otherwise: the grammar then constrains the shape of an id only)."""
+    from kv_cache_env.sim import parse
+    from kv_cache_env.valid_calls import valid_targets
+
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            try:
+                return valid_targets(parse(_text(message.get("content"))))
+            except ValueError:
+                return None
+    return None
 
 
 def format_instructions(tools: list[dict[str, Any]]) -> str:
@@ -164,7 +198,11 @@ def constrained_tool_calling(
     from llama_cpp import llama_chat_format, llama_grammar
 
     try:
-        grammar_text = reply_grammar(tools) if tools and tool_choice in (None, "auto") else None
+        grammar_text = (
+            reply_grammar(tools, observation_targets(messages))
+            if tools and tool_choice in (None, "auto")
+            else None
+        )
     except UnsupportedTools:
         grammar_text = None
     if grammar_text is None:
