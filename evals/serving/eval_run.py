@@ -346,7 +346,9 @@ def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: R
 
         import asyncio  # imported where used: start-up time of every other command
 
+        started = time.perf_counter()
         asyncio.run(run_model_jobs(jobs, spec, concurrency=concurrency, on_result=on_result))
+    console.print(summary_line(len(jobs), errors, time.perf_counter() - started))
 
 
 def _parse_weights(text: str | None) -> tuple[tuple[str, float], ...]:
