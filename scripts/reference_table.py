@@ -8,10 +8,12 @@ suite fails while the table is stale, with this command):
     nice -n 10 uv run --no-sync python scripts/reference_table.py -j 2
 
 It plays 1,600 episodes, 800 of them the bound's (about 1-6 s of CPU each): roughly 20-40 CPU
-minutes. Finished episodes are kept in a `.partial` file beside the table as they come, so an
-interrupted run picks up where it stopped (`--restart` discards them); the partial file is
-dropped once the table is written. `--check` recomputes a few entries and compares them with the
-shipped table instead.
+minutes. Finished episodes are kept in a `.partial` file beside the table as they come (seed
+by seed), so an interrupted run picks up where it stopped (`--restart` discards them); the
+partial file is dropped once the table is written. `--write-complete`, while a build runs,
+writes a table of the seeds every scenario and agent has so far (seeds 0..N-1: `eval` uses it
+for those seeds and computes the rest). `--check` recomputes a few entries and compares them
+with the shipped table instead.
 """
 
 from __future__ import annotations
@@ -85,6 +87,22 @@ def build(out: Path, workers: int, restart: bool) -> None:
     )
 
 
+def write_complete(out: Path) -> int:
+    """Write a table of the seeds 0..N-1 that the partial file holds for every scenario and
+    agent (the largest such N) while a build goes on; returns N."""
+    done = _load_partial(_partial(out))
+    count = 0
+    while all((a, s, count) in done for a in table.AGENTS for s in SUITE):
+        count += 1
+    if count == 0:
+        print("no seed is complete yet")
+        return 0
+    entries = [(a, s, seed, done[a, s, seed]) for (a, s, seed) in done if seed < count]
+    table.write(out, entries, seeds=range(count))
+    print(f"wrote {out}: seeds 0-{count - 1}, {len(entries)} records ({len(done)} played)")
+    return count
+
+
 def check(path: Path, entries: list[tuple[str, str, int]]) -> int:
     shipped = table.load(path)
     if shipped is None:
@@ -108,7 +126,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=table.TABLE_PATH)
     parser.add_argument("--restart", action="store_true", help="discard a partial run")
     parser.add_argument("--check", action="store_true", help="recompute a few entries and compare")
+    parser.add_argument(
+        "--write-complete",
+        action="store_true",
+        help="while a build runs: write the table of the seeds complete so far",
+    )
     args = parser.parse_args()
+    if args.write_complete:
+        return 0 if write_complete(args.out) else 1
     if args.check:
         return check(args.out, [("noop", "hard", 3), ("bound", "easy", 0), ("bound", "hard", 1)])
     build(args.out, args.workers, args.restart)

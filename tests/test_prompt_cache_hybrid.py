@@ -320,9 +320,11 @@ def test_report_shows_input_dollars_per_episode(tmp_path: Path) -> None:
     runner = CliRunner()
     done = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "r"), *prices])
     assert done.exit_code == 0, done.output
-    table = (tmp_path / "r" / "leaderboard.md").read_text().splitlines()
-    assert table[4].endswith("| input $/episode |")
-    rows = {line.split(" | ")[1]: line for line in table[6:]}
+    markdown = (tmp_path / "r" / "leaderboard.md").read_text()
+    detail = markdown.split("## Every agent on every scenario")[1]
+    table = [line for line in detail.splitlines() if line.startswith("|")]
+    assert table[0].endswith("| input $/episode |")
+    rows = {line.split(" | ")[1]: line for line in table[2:]}
     # m: (1M fresh x 3 + 1M read x 0.3 + 1M written x 3.75 = 7.05) and 3.00: mean 5.025
     assert rows["m"].endswith("| 5.0250 |") and rows["lru"].endswith("| – |")
     plain = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "p")])
