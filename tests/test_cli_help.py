@@ -74,7 +74,18 @@ def test_an_unknown_name_gets_a_did_you_mean() -> None:
 
 
 def test_result_tables_fit_100_columns_unless_wide(tmp_path) -> None:
-    args = ["eval", "-p", "discard-paused+compress-all,lru", "-s", "easy", "-n", "2"]
+    # --steps 5: the shipped reference table does not apply, so nothing to normalize by
+    args = [
+        "eval",
+        "-p",
+        "discard-paused+compress-all,lru",
+        "-s",
+        "easy",
+        "-n",
+        "2",
+        "--steps",
+        "5",
+    ]
     narrow = kvarena(*args, "-o", str(tmp_path / "a"), columns=100)
     assert narrow.returncode == 0, narrow.stderr
     lines = narrow.stdout.splitlines()
@@ -86,3 +97,17 @@ def test_result_tables_fit_100_columns_unless_wide(tmp_path) -> None:
     wide = kvarena(*args, "--wide", "-o", str(tmp_path / "b"), columns=100)
     for column in ("bound-agent", "throughput", "eviction q.", "risky", "invalid"):
         assert column in wide.stdout
+
+
+def test_norm_comes_from_the_shipped_table_when_the_run_lacks_the_reference(tmp_path) -> None:
+    from evals.serving import reference_table
+
+    table = reference_table.shipped()
+    done = kvarena("eval", "-p", "lru", "-s", "hard", "-n", "2", "-o", str(tmp_path / "a"))
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    if table is not None and table.current:
+        assert "(noop and bound from the shipped reference table)" in text
+        assert "│ lru │ 2 │ -" not in done.stdout.replace("  ", " ")
+    else:
+        assert "norm: - (the reference" in text
