@@ -55,7 +55,7 @@ def req(
 
 
 def call(
-    pause: int, *, prompt: int = 8, output: int = 4, kind: PauseKind = PauseKind.TOOL
+    pause: int, *, prompt: int = 8, output: int = 4, kind: PauseKind = PauseKind.SEARCH
 ) -> FollowUp:
     """A further call of a session: after `pause` steps, `prompt` new tokens, `output` more."""
     return FollowUp(kind, pause, prompt, output)

@@ -11,7 +11,7 @@ from kv_cache_env.traces import TraceRequest
 
 
 def test_records_equal_those_of_the_dataclass_constructor():
-    follow = (FollowUp(PauseKind.TOOL, 2, 150, 80),)
+    follow = (FollowUp(PauseKind.SEARCH, 2, 150, 80),)
     values = {
         "seq_id": "r3",
         "arrival_step": 7,
@@ -24,6 +24,8 @@ def test_records_equal_those_of_the_dataclass_constructor():
         "shared_prefix_id": "p0",
         "reasoning_tokens": 0,
         "followups": follow,
+        "plan": 2,
+        "pace": 1.3,
     }
     for cls, args in (
         (Request, values),

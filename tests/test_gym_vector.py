@@ -14,6 +14,7 @@ from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.vector import FlattenObservation, RecordEpisodeStatistics
 
 from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.features import F, G
 from kv_cache_env.gym import ENV_ID, TURNS_ENV_ID, ServingTurnsEnv, make_vector_env
 from kv_cache_env.gym_vector import ServingTurnsVectorEnv, TurnView, observe_turn
 from kv_cache_env.sim import VectorSimulator
@@ -137,7 +138,7 @@ def test_gymnasiums_vector_wrappers_accept_it():
     envs.close()
     flat = FlattenObservation(ServingTurnsVectorEnv(2, steps=2))
     obs, _ = flat.reset(seed=1)
-    assert obs.shape == flat.observation_space.shape == (2, 128 * 31 + 18 + 128 * 4)
+    assert obs.shape == flat.observation_space.shape == (2, 128 * F + G + 128 * 4)
     flat.close()
 
 

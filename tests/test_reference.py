@@ -81,7 +81,7 @@ def _chain(path: list[int]) -> tuple[int, ...]:
 _followups = st.lists(
     st.builds(
         FollowUp,
-        pause=st.just(PauseKind.TOOL),
+        pause=st.just(PauseKind.SEARCH),
         pause_steps=st.integers(1, 4),
         prompt_tokens=st.integers(0, 300),
         output_tokens=st.integers(0, 40),
@@ -108,7 +108,7 @@ def _episodes(draw, hashes=None):
         prefill_tokens_per_s=draw(st.integers(1, 400)),
         max_wait_steps=draw(st.integers(0, 3)),
         base_quantization=draw(st.sampled_from([Quantization.FP16, Quantization.INT8])),
-        pause_seconds=((PauseKind.TOOL, (1, draw(st.integers(1, 4)))),),
+        tool_mix=((PauseKind.SEARCH, 1.0),),
     )
     horizon = warmup + steps
     n = draw(st.integers(0, 14))
@@ -185,7 +185,7 @@ def test_the_peak_counts_an_admission_in_a_step_whose_timeout_frees_more():
         name="peak", steps=8, warmup_steps=0, block_size=4, prefill_tokens_per_s=4,
         max_wait_steps=0,
     )  # fmt: skip
-    back = FollowUp(PauseKind.TOOL, pause_steps=1, prompt_tokens=40, output_tokens=1)
+    back = FollowUp(PauseKind.SEARCH, pause_steps=1, prompt_tokens=40, output_tokens=1)
     requests = [
         Request("s", 0, BlockType.CONTEXT, 0.5, 4, 1, 1, followups=(back,)),
         Request("b", 4, BlockType.CONTEXT, 0.5, 40, 1, 1, prefix_hashes=tuple(range(1, 11))),

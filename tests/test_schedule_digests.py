@@ -44,6 +44,8 @@ def _schedule_rows(schedule: Schedule) -> list[object]:
                     [f.pause.value, f.pause_steps, f.prompt_tokens, f.output_tokens]
                     for f in r.followups
                 ],
+                r.plan,
+                r.pace,
             ]
             for r in schedule.requests
         ],
@@ -78,29 +80,29 @@ def replay_digest(trace: Trace, base: str, *, full: bool) -> str:
 
 
 SYNTHETIC_PINS = {
-    "agent-tools": "fbd774eb099d2a83",
-    "big-cpu": "f31cedc72302d45d",  # the same arrivals as slow-prefill (the engine differs)
-    "chat-human": "b8bf9f63fb971ee6",
-    "easy": "4d6a93644de67802",
-    "flash-crowd": "78adc577566be408",
-    "hard": "97058c779bb26aec",
-    "medium": "d28f4498c05f243d",
-    "medium-128": "fd68f540a094964c",
-    "slow-prefill": "f31cedc72302d45d",
+    "agent-tools": "9f6ce5ed308a4059",
+    "big-cpu": "6d7c1b62da99d431",  # the same arrivals as slow-prefill (the engine differs)
+    "chat-human": "4de51efff281b35a",
+    "easy": "0cbd1ffdbfe4426d",
+    "flash-crowd": "260e30c8375839f5",
+    "hard": "bdf91bcc1cee3287",
+    "medium": "5481d7e0e21735ac",
+    "medium-128": "5fad0f232d24af82",
+    "slow-prefill": "6d7c1b62da99d431",
 }
 
 TRACE_PINS = {
     "mooncake-conversation": {
         "trace": "11700c320fdb019c",
-        "medium": "26b3158c46e3591d",
-        "hard": "210e611c88abeefc",
-        "full": "4c53888436865c54",
+        "medium": "6e73d192a4fdec86",
+        "hard": "96a777f19a088888",
+        "full": "947c80a0d2029dbb",
     },
     "azure-conv-2023": {
         "trace": "2c9db9a1f10999fa",
-        "medium": "dd09da251ddded19",
-        "hard": "a005882faa61f0b5",
-        "full": "71f3a8a0e5b970a8",
+        "medium": "134f790781e08c69",
+        "hard": "309e48948cef9ea4",
+        "full": "0c0efc2afe454d53",
     },
 }
 

@@ -44,7 +44,7 @@ def test_kept_session_pauses_with_its_kv_on_gpu_and_resumes_at_once():
     s = sim.engine.sequences["s"]
     assert s.status is Status.PAUSED and s.gpu_blocks == 3 and sim.engine.pool.used == 3
     entry = sim.observe().entry("s")
-    assert entry.pause is PauseKind.TOOL and entry.paused_for == 0 and not entry.swapped
+    assert entry.pause is PauseKind.SEARCH and entry.paused_for == 0 and not entry.swapped
     assert _tokens(sim, 2) == [0, 0]  # t4, t5 paused: nothing computed, KV kept
     assert s.gpu_blocks == 3 and sim.observe().entry("s").paused_for == 2
     # t6: it returns straight to running, prefills its 8 new tokens and emits a token:
@@ -173,7 +173,7 @@ def test_drain_serves_everything_until_it_completes_no_clock_edge():
         req("r", prompt=8, output=12, rate=4),
         req("p", prompt=8, output=4, rate=4, followups=(call(20),)),
     ]
-    sim = tiny_sim(requests, capacity=20, steps=4, pause_mix=((PauseKind.TOOL, 1.0),))
+    sim = tiny_sim(requests, capacity=20, steps=4, tool_mix=((PauseKind.SEARCH, 1.0),))
     steps(sim, 4)
     assert sim.done
     r_seq, p = sim.engine.sequences["r"], sim.engine.sequences["p"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kv_cache_env.sim import Simulator, get_scenario
+from kv_cache_env.sim import PauseKind, Simulator, get_scenario
 from kv_cache_env.trace_data import BUILTIN_TRACES, DATA_DIR, resolve_trace
 from kv_cache_env.traces import (
     TraceError,
@@ -144,7 +144,7 @@ def test_azure_sessions_are_drawn_from_the_scenario_mix():
     assert sessions and len(sessions) < len(a.requests)
     lo, hi = scenario.followups
     assert all(lo <= len(r.followups) <= hi for r in sessions)
-    kinds = {k for k, w in scenario.pause_mix if w > 0}
+    kinds = {k for k, w in scenario.tool_mix if w > 0} | {PauseKind.HUMAN}
     assert {f.pause for r in sessions for f in r.followups} <= kinds
     assert {r.block_type for r in sessions} <= {"system", "context", "generation"}
 

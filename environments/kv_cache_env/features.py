@@ -15,12 +15,13 @@ value is scaled to a few units and clipped to [`LOW`, `HIGH`].
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .sim import (
     ACTION_KINDS,
     EVICTION_VALUE,
-    PAUSES,
     BlockType,
     EntryView,
     Observation,
@@ -28,6 +29,7 @@ from .sim import (
     Phase,
     Quantization,
 )
+from .sim.catalogue import expected_remaining
 from .sim.observation import Table
 
 TOOLS = ACTION_KINDS[:3]
@@ -51,7 +53,7 @@ SLOT_FEATURES: tuple[str, ...] = (
     *(f"phase_{p}" for p in _PHASES),  # phase of a running sequence (one-hot; idle = paused)
     *(f"kv_{q}" for q in _QUANT),  # storage precision (one-hot)
     "priority",  # request priority in [0, 1]
-    "progress",  # generated / target output tokens
+    "progress",  # its current call's output so far / that call's max_tokens
     "tokens",  # tokens whose KV is held / 8192
     "rate",  # decode tokens per step / 64
     "private_blocks",  # own blocks / GPU capacity (on CPU when swapped)
@@ -60,9 +62,14 @@ SLOT_FEATURES: tuple[str, ...] = (
     "compress_gain",  # GPU blocks one compress frees now / GPU capacity
     "since_access",  # turns since its KV was last read / turns per episode
     "paused_for",  # steps paused so far / 15
-    "expected_left",  # its kind's mean pause minus paused_for, / 15 (0 when computing)
+    "expected_left",  # expected steps until it returns, from the signal table, / 15
     "eviction_score",  # seed 003 eviction value discounted by priority and progress, in [0, 1]
     "swap_fits",  # on the GPU and its private blocks fit in the free CPU blocks
+    "moving",  # blocks still crossing the host link for it / GPU capacity
+    "budget",  # its current call's max_tokens / 4096
+    "history",  # earlier pauses on tools that last more than a step / 4
+    "pace",  # log of their geometric mean over the tool's median
+    "calls_left",  # further calls its plan shows / 8 (-1/8 when no plan is known)
 )
 GLOBAL_FEATURES: tuple[str, ...] = (
     "turn",  # turn / turns per episode
@@ -83,6 +90,9 @@ GLOBAL_FEATURES: tuple[str, ...] = (
     "entries",  # sequences holding KV / MAX_SLOTS (all of them, shown or not)
     "paused_share",  # GPU blocks held by paused sessions / capacity
     "fp16_share",  # share of GPU-resident entries stored at fp16
+    "link",  # blocks the host link moves per step / capacity (0: no limit)
+    "backlog",  # blocks queued on the host link / capacity
+    "arrivals",  # arrivals over the last TREND_STEPS steps / 16
 )
 F = len(SLOT_FEATURES)
 G = len(GLOBAL_FEATURES)
@@ -114,13 +124,13 @@ def growth_blocks(obs: Observation) -> int:
     return total
 
 
-def expected_left(entry: EntryView) -> float:
-    """Steps a paused session is still expected to be away: the mean of its kind's published
-    pause range minus what it has waited (0 when computing)."""
+def expected_left(entry: EntryView, step_seconds: float = 1.0) -> float:
+    """Steps a paused session is still expected to be away, from the published signal table:
+    its tool's median, its own history and how long it has waited
+    (`catalogue.expected_remaining`; 0 when computing)."""
     if entry.pause is None:
         return 0.0
-    lo, hi = PAUSES[entry.pause].seconds
-    return (lo + hi) / 2 - entry.paused_for
+    return expected_remaining(entry.pause, entry.paused_for, entry.pauses, entry.pace, step_seconds)
 
 
 def compress_gain(entry: EntryView) -> int:
@@ -137,6 +147,7 @@ def slot_features(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
     room = obs.cpu_capacity - obs.cpu_used
     turns = max(obs.turns, 1)
     turn = obs.turn
+    step_seconds = obs.step_seconds
     # Rows are built as Python lists and converted to float32 in one call: the same double ->
     # float32 casts as assigning each element, without ~30 numpy item assignments per entry
     # (a third of the `learned` policy's turn, which the bound plays in every rollout).
@@ -166,9 +177,14 @@ def slot_features(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
             compress_gain(e) / cap,
             (turn - e.last_access) / turns,
             e.paused_for / 15,
-            expected_left(e) / 15,
+            expected_left(e, step_seconds) / 15,
             EVICTION_VALUE[e.block_type] * (1 - priority / 2) * (1 - progress / 2),
             (not swapped) and e.private_blocks <= room,
+            e.moving / cap,
+            e.budget / 4096,
+            e.pauses / 4,
+            math.log(e.pace) if e.pace > 0 else 0.0,
+            e.left / 8,
         )
         rows.append(row)
     if rows:
@@ -189,7 +205,7 @@ assert SLOT["pause_" + _KINDS[0]] == 4
 assert SLOT_FEATURES[SLOT["priority"] :] == (
     *("priority", "progress", "tokens", "rate", "private_blocks", "shared_blocks", "frees"),
     *("compress_gain", "since_access", "paused_for", "expected_left", "eviction_score"),
-    "swap_fits",
+    *("swap_fits", "moving", "budget", "history", "pace", "calls_left"),
 )
 
 
@@ -223,6 +239,9 @@ def global_features(obs: Observation) -> np.ndarray:
                 if gpu_entries
                 else 0.0
             ),
+            obs.link / cap,
+            obs.backlog / cap,
+            obs.arrivals / 16,
         ],
         dtype=np.float32,
     )

@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
-from .sim import BlockType, Observation, Quantization, Scenario, StepStats, render
+from .sim import (
+    CATALOGUE,
+    BlockType,
+    Observation,
+    PauseKind,
+    Quantization,
+    Scenario,
+    StepStats,
+    render,
+)
 
 SYSTEM_PROMPT = """\
-You manage the KV-cache of an LLM inference server for {turns} turns. GPU memory is split into \
-blocks of {block_size} tokens (KV stored at {base} by default). Requests arrive, wait in a \
-first-come-first-served queue, are admitted while blocks allow, prefill their prompt in chunks \
-({prefill} tokens per step shared by all), then decode tokens every step. A request that waits \
-in the queue more than {max_wait} steps FAILS; failures cost the most.
+You manage the KV-cache of an LLM inference server for {turns} turns of {step} s each. GPU \
+memory is split into blocks of {block_size} tokens (KV stored at {base} by default). Requests \
+arrive, wait in a first-come-first-served queue, are admitted while blocks allow, prefill their \
+prompt in chunks ({prefill} tokens per step shared by all), then decode tokens every step. A \
+request that waits in the queue more than {max_wait} steps FAILS; failures cost the most.
 
 Many requests are SESSIONS of several LLM calls (agents calling tools, chats waiting for their \
 human). Between two calls a session is PAUSED: it computes nothing, but its KV stays on the GPU \
-(pinned) until its next call arrives and needs it. You see what it waits on and for how long it \
-has waited, never when it returns. Typical pauses: {pauses}. The engine never frees paused KV \
-by itself: when memory runs out it preempts RUNNING sequences ({fallback}), which then recompute.
+(pinned) until its next call arrives and needs it. You see what it waits on (a tool or its \
+human), how long it has waited, its earlier pauses (how many, and their pace: the geometric mean \
+of pause / that tool's median) and how many calls its plan shows left; never when it returns. \
+Median pauses in steps: {pauses}; a session's pace multiplies every pause it makes (log-normal, \
+spread 0.5 between sessions), each pause varies around that (spread 0.35). Each call's max_tokens \
+bounds its output: it lies in (max/4, max/2]. The engine never frees paused KV by itself: when \
+memory runs out it preempts RUNNING sequences ({fallback}), which then recompute.
 
 Every turn you get an observation, then you act. Batch EVERY action for this turn into ONE reply: \
 you may call several tools at once. All tool calls of a reply are applied in order, their results \
@@ -44,17 +57,22 @@ or failed by its own deadline. What you leave behind counts.
 Observation format:
   header: turn t/T | block size | gpu used/capacity blocks, usage %, cached (reusable prefix \
 blocks, free to reclaim), free | cpu offload used/capacity | host link blocks per step and \
-blocks queued on it (none: no limit) | queue: waiting requests, oldest \
+blocks queued on it (none: no limit) | requests that arrived over the last few steps | queue: \
+waiting requests, oldest \
 wait (steps) / limit, blocks the head needs, blocks the whole queue needs, how many were \
 preempted
   table, one row per sequence holding blocks, largest GPU footprint first:
-    seq type phase prio kv tokens rate priv shared frees prog last loc xfer pause paused
+    seq type phase prio kv tokens rate priv shared frees out max last loc xfer pause paused n \
+pace left
     seq=id, type=system|context|generation|reasoning|ephemeral, phase=prefill|decode|\
 reasoning|idle (idle = paused), prio=priority 0-1, kv=fp16|int8|int4, tokens=tokens cached, \
 rate=tokens per step, priv=its own blocks, shared=shared prefix blocks, frees=GPU blocks \
-evicting it frees now, prog=generated/target over all calls, last=turn last computed, \
-loc=gpu|cpu, xfer=blocks still crossing the link (out to cpu, or loading back), \
-pause=tool|long_tool|human|- (what a paused session waits on), paused=steps paused
+evicting it frees now, out=tokens its current call generated, max=that call's max_tokens, \
+last=turn last computed, loc=gpu|cpu, xfer=blocks still crossing the link (out to cpu, or \
+loading back), pause=what a paused session waits on (a tool or human; - when computing), \
+paused=steps paused, n=its earlier pauses on tools lasting more than a step, pace=their \
+geometric mean over the tool's median, left=further calls its plan shows (? when unknown)
+  waiting: each waiting request and the blocks it needs to be admitted
   candidates: sequences cheapest to evict, with a 0-1 score (when shown)
 
 Score: avoid failures first (the drain included); then throughput (tokens generated, quality-\
@@ -70,11 +88,11 @@ def system_prompt(scenario: Scenario) -> str:
         + " / ".join(f"{q} {scenario.quality(q, block_type):.0%}" for q in levels[1:])
         for block_type in BlockType
     )
-    kinds = [k for k, w in scenario.pause_mix if w > 0]
+    kinds = [k for k, w in scenario.tool_mix if w > 0]
+    if scenario.chat_types and PauseKind.HUMAN not in kinds:
+        kinds.append(PauseKind.HUMAN)
     pauses = ", ".join(
-        f"{k} {scenario.pause_steps(scenario.pause_range(k)[0])}-"
-        f"{scenario.pause_steps(scenario.pause_range(k)[1])} steps"
-        for k in kinds
+        f"{k} ~{max(1.0, CATALOGUE[k].median_s / scenario.step_seconds):.0f}" for k in kinds
     )
     fallback = (
         "newest first, as vLLM does"
@@ -83,6 +101,7 @@ def system_prompt(scenario: Scenario) -> str:
     )
     return SYSTEM_PROMPT.format(
         turns=scenario.steps,
+        step=f"{scenario.step_seconds:g}",
         block_size=scenario.block_size,
         base=scenario.base_quantization,
         prefill=scenario.prefill_tokens_per_step,

@@ -310,8 +310,7 @@ def trace_scenario(trace: Trace, base: Scenario | None = None, *, full: bool = F
         changes["prefix_hash_blocks"] = trace.block_tokens // base.block_size
         # Sessions come from the trace (`trace_sessions`): chat turns whose gaps are the
         # trace's, from one step up to `TRACE_SESSION_MAX_PAUSE_S`.
-        changes["pause_mix"] = ((PauseKind.HUMAN, 1.0),)
-        changes["pause_seconds"] = ((PauseKind.HUMAN, (1, TRACE_SESSION_MAX_PAUSE_S)),)
+        changes["tool_mix"] = ((PauseKind.HUMAN, 1.0),)
     # Production traces come from whole clusters; a single engine's 8k-token prefill budget
     # would turn every trace into a prefill queue, so replays prefill 64k tokens/s.
     changes["prefill_tokens_per_s"] = max(base.prefill_tokens_per_s, 65536)
@@ -392,7 +391,10 @@ def trace_schedule(trace: Trace, scenario: Scenario, seed: int, *, full: bool = 
     if trace.block_tokens is None:
         arrivals = [s - offset for s in step_of if offset <= s < offset + horizon]
         sessions = [[i] for i in range(len(window))]
-        followups = draw_sessions(scenario, [types[int(t)] for t in type_index], rng)
+        drawn = draw_sessions(scenario, [types[int(t)] for t in type_index], rng)
+        followups = {i: d.followups for i, d in drawn.items()}
+        plan_of = {i: d.plan for i, d in drawn.items()}
+        pace_of = {i: d.pace for i, d in drawn.items()}
     else:
         # A window's sessions keep their later turns that arrive after the window (up to the
         # longest pause): they return in the drain. Requests are sorted by arrival, so the
@@ -411,6 +413,8 @@ def trace_schedule(trace: Trace, scenario: Scenario, seed: int, *, full: bool = 
             if arrivals[calls[0]] < horizon
         ]
         followups = _trace_followups(window, sessions, arrivals, service)
+        plan_of: dict[int, int] = {}  # a chat's later turns are not announced: no plan
+        pace_of: dict[int, float] = {}  # its pauses are the trace's own gaps
     shared = _shared_hashes(window, sessions)
     # Python numbers (the same values) and each type's profile once: numpy scalar indexing and
     # a profile lookup per request were a third of a full Mooncake schedule's time
@@ -439,6 +443,8 @@ def trace_schedule(trace: Trace, scenario: Scenario, seed: int, *, full: bool = 
                 shared_prefix_id=f"h{r.hash_ids[0]}" if prefix else None,
                 reasoning_tokens=int(output * profile.reasoning_fraction),
                 followups=followups.get(i, ()),
+                plan=plan_of.get(i, -1),
+                pace=pace_of.get(i, 1.0),
             )
         )
     return Schedule(requests=tuple(requests), horizon=horizon)

@@ -15,18 +15,17 @@ from .actions import (
     noop,
     swap,
 )
+from .catalogue import CATALOGUE, ToolProfile
 from .engine import Engine, Eviction, StepStats
 from .events import BlockEvent
 from .observation import Candidate, EntryView, Observation, QueueView
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
 from .scenario import (
-    PAUSES,
     SCENARIO_ALIASES,
     SCENARIOS,
     SUITE,
     SUITE_VERSION,
     TIERS,
-    PauseProfile,
     RequestProfile,
     Scenario,
     canonical_scenario_name,
@@ -48,8 +47,8 @@ from .workload import FollowUp, Request, Schedule, schedule_from_requests, synth
 
 __all__ = [
     "ACTION_KINDS",
+    "CATALOGUE",
     "EVICTION_VALUE",
-    "PAUSES",
     "RETENTION_PRIORITY",
     "SCENARIOS",
     "SCENARIO_ALIASES",
@@ -69,7 +68,6 @@ __all__ = [
     "FollowUp",
     "Observation",
     "PauseKind",
-    "PauseProfile",
     "Phase",
     "Quantization",
     "QueueView",
@@ -82,6 +80,7 @@ __all__ = [
     "Simulator",
     "Status",
     "StepStats",
+    "ToolProfile",
     "VectorSimulator",
     "VectorStep",
     "approx_tokens",

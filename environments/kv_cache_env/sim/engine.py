@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .block_pool import BlockPool
+from .catalogue import informative, log_ratio
 from .events import BlockEvent, EventKind, Medium, Reason, Subscriber
 from .frozen import slot_constructor
 from .scenario import Scenario
@@ -176,6 +177,7 @@ class Engine:
         self._arrivals = schedule.arrivals_by_step()
         self._quality = _quality_table(scenario)
         self._prefill_budget = scenario.prefill_tokens_per_step
+        self._step_seconds = scenario.step_seconds
         self._per_block = {level: self.block_size * level.packing for level in Quantization}
         self.max_decode_blocks = -(
             -max((r.decode_rate for r in schedule.requests), default=0)
@@ -230,6 +232,13 @@ class Engine:
     def queue_demand(self) -> int:
         """Fresh blocks every waiting request needs, each counted against today's cache."""
         return sum(self.admission_need(seq) for seq in self.waiting)
+
+    def recent_arrivals(self, steps: int) -> int:
+        """Requests that arrived over the last `steps` steps (none arrive while draining)."""
+        arrivals = self._arrivals
+        return sum(
+            len(arrivals[k]) for k in range(max(0, self.t - steps), min(self.t, len(arrivals)))
+        )
 
     @property
     def link_backlog(self) -> int:
@@ -429,6 +438,9 @@ class Engine:
                 continue
             follow = seq.request.followups[seq.call]
             seq.call += 1
+            if informative(follow.pause, self._step_seconds):
+                seq.pauses_done += 1
+                seq.log_ratio_sum += log_ratio(follow.pause, follow.pause_steps, self._step_seconds)
             seq.call_end = seq.generated + follow.output_tokens
             seq.private_prompt += follow.prompt_tokens
             seq.paused_since = seq.resume_step = -1
@@ -795,6 +807,7 @@ class Engine:
         clone._arrivals = self._arrivals
         clone._quality = self._quality
         clone._prefill_budget = self._prefill_budget
+        clone._step_seconds = self._step_seconds
         clone._per_block = self._per_block
         clone.max_decode_blocks = self.max_decode_blocks
         clone._unit = self._unit

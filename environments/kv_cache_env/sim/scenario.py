@@ -35,40 +35,6 @@ class RequestProfile:
     """Share of the output spent in the `reasoning` phase before the answer is decoded."""
 
 
-@dataclass(frozen=True)
-class PauseProfile:
-    """One kind of interception between two calls of a session.
-
-    The pause length is drawn uniformly from `seconds` (whole seconds, inclusive), converted to
-    steps with the scenario's `step_seconds`, and hidden from the agent, which sees the kind and
-    this range; the next call appends `prompt_median * exp(sigma N(0,1))`
-    tokens (the tool's output or the user's message) and generates `output_median * exp(...)`.
-    """
-
-    kind: PauseKind
-    seconds: tuple[int, int]
-    prompt_median: int
-    prompt_sigma: float = 0.5
-    output_median: int = 120
-    output_sigma: float = 0.5
-
-
-# Interceptions, one step = one second. InferCept (Abhyankar et al., ICML 2024, arXiv
-# 2402.01869, Table 1) measures per-request interceptions of augmented LLMs: arithmetic and
-# retrieval tools return in well under a second to ~1 s (here 1-2 steps: a step is the scheduling
-# granularity), a virtual environment / code execution / image or speech model in several seconds
-# (3-6), a chatbot's human in tens of seconds (5-15 here: the short end of human think time, so
-# that a pause fits in an episode). Tool outputs are short (retrieved passages, observations:
-# ~100-300 tokens); a user's next chat message is short (ShareGPT turns: median ~ tens of tokens,
-# here 60) but the model answers at length.
-TOOL_PAUSE = PauseProfile(PauseKind.TOOL, (1, 2), prompt_median=150, output_median=80)
-LONG_TOOL_PAUSE = PauseProfile(PauseKind.LONG_TOOL, (3, 6), prompt_median=300, output_median=120)
-HUMAN_PAUSE = PauseProfile(PauseKind.HUMAN, (5, 15), prompt_median=60, output_median=200)
-PAUSES: dict[PauseKind, PauseProfile] = {
-    p.kind: p for p in (TOOL_PAUSE, LONG_TOOL_PAUSE, HUMAN_PAUSE)
-}
-
-
 # Defaults per block type, shaped after agentic serving workloads (NVIDIA Dynamo's agentic-
 # inference categories): system-heavy agent sessions carry long prompts, chat context is long
 # and reused, reasoning traces are long outputs nobody reads again, sub-agent calls are short.
@@ -140,16 +106,17 @@ class Scenario:
     followups: tuple[int, int] = (1, 4)
     """Uniform range of further calls a session makes after its first (InferCept: 3-28
     interceptions per augmented request; fewer here, since an episode is short)."""
-    pause_mix: tuple[tuple[PauseKind, float], ...] = (
-        (PauseKind.TOOL, 0.5),
-        (PauseKind.LONG_TOOL, 0.3),
-        (PauseKind.HUMAN, 0.2),
+    tool_mix: tuple[tuple[PauseKind, float], ...] = (
+        (PauseKind.CALCULATOR, 0.25),
+        (PauseKind.SEARCH, 0.35),
+        (PauseKind.ENV, 0.2),
+        (PauseKind.TTS, 0.1),
+        (PauseKind.IMAGE, 0.1),
     )
-    """Share of each interception kind; a session keeps one kind (an agent calls tools, a chat
-    waits for its human)."""
-    pause_seconds: tuple[tuple[PauseKind, tuple[int, int]], ...] = ()
-    """Per-kind override of the pause range in seconds (default: `PAUSES`). Trace replays set it
-    to the range of the trace's own gaps; the agent is told the range, never the draw."""
+    """Tools an agent session's calls wait on (weights, normalised; drawn per call from the
+    catalogue, `catalogue.CATALOGUE`). A chat session (`chat_types`) waits on its human."""
+    chat_types: tuple[BlockType, ...] = (BlockType.CONTEXT,)
+    """Block types whose sessions are chats: every pause is the user's next message (`human`)."""
     # --- engine ------------------------------------------------------------------------------
     decode_tokens_per_s: tuple[int, int] = (30, 60)
     """Uniform range of one sequence's decode speed (token_gen_rate), fixed per request."""
@@ -224,9 +191,8 @@ class Scenario:
             (self.link_fraction_per_s >= 0, "link_fraction_per_s must be >= 0"),
             (all(0 <= p <= 1 for _, p in self.session_probability), "session probability"),
             (0 <= self.followups[0] <= self.followups[1], "followups: 0 <= lo <= hi"),
-            (sum(w for _, w in self.pause_mix) > 0, "pause_mix weights must sum to > 0"),
+            (sum(w for _, w in self.tool_mix) > 0, "tool_mix weights must sum to > 0"),
             (self.base_quantization is not Quantization.INT4, "base_quantization: fp16 or int8"),
-            (all(0 < lo <= hi for _, (lo, hi) in self.pause_seconds), "pause_seconds: 0<lo<=hi"),
             (self.drain_cap_steps >= 1, "drain_cap_steps must be >= 1"),
         ]
         for ok, message in checks:
@@ -235,16 +201,6 @@ class Scenario:
 
     def profile(self, block_type: BlockType) -> RequestProfile:
         return dict(self.profiles)[block_type]
-
-    def pause_range(self, kind: PauseKind) -> tuple[int, int]:
-        """Seconds a pause of `kind` lasts here (uniform, inclusive; the agent is told this)."""
-        return dict(self.pause_seconds).get(kind, PAUSES[kind].seconds)
-
-    @property
-    def longest_pause(self) -> int:
-        """Longest pause any interception of this scenario can take, in steps."""
-        kinds = [k for k, w in self.pause_mix if w > 0]
-        return max((self.pause_steps(self.pause_range(k)[1]) for k in kinds), default=0)
 
     def pause_steps(self, seconds: float) -> int:
         """Steps a pause of `seconds` lasts (at least one)."""
@@ -325,7 +281,12 @@ HARD = Scenario(
         (BlockType.GENERATION, 0.5),
     ),
     followups=(2, 6),
-    pause_mix=((PauseKind.TOOL, 0.3), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.4)),
+    tool_mix=(
+        (PauseKind.SEARCH, 0.4),
+        (PauseKind.ENV, 0.2),
+        (PauseKind.TTS, 0.2),
+        (PauseKind.IMAGE, 0.2),
+    ),
     fallback="trtllm",
 )
 
@@ -359,7 +320,6 @@ _REGIME = Scenario(
     arrival_rate=(1.6, 2.4),
     session_probability=_SESSIONS,
     followups=(2, 6),
-    pause_mix=((PauseKind.TOOL, 0.4), (PauseKind.LONG_TOOL, 0.3), (PauseKind.HUMAN, 0.3)),
     **_FP8,  # type: ignore[arg-type]
 )
 
@@ -375,7 +335,7 @@ AGENT_TOOLS = _REGIME.with_options(
     ),
     profiles=_AGENT_PROFILES,
     followups=(3, 8),
-    pause_mix=((PauseKind.TOOL, 0.6), (PauseKind.LONG_TOOL, 0.4)),
+    chat_types=(),
     # a 70B-class model on one node prefills ~4k tokens/s (vLLM's chunked-prefill budget shared
     # with decode), so recomputing a discarded agent context costs seconds
     prefill_tokens_per_s=4096,
@@ -385,7 +345,7 @@ AGENT_TOOLS = _REGIME.with_options(
 CHAT_HUMAN = _REGIME.with_options(
     name="chat-human",
     followups=(2, 5),
-    pause_mix=((PauseKind.HUMAN, 1.0),),
+    tool_mix=((PauseKind.HUMAN, 1.0),),
     # a host with a small swap space (vLLM's default `swap_space` is 4 GiB per GPU)
     cpu_capacity_fraction=0.25,
 )

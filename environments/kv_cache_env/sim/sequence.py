@@ -63,6 +63,11 @@ class Sequence:
     """Admission counter value at its last admission (larger = newer). engine"""
     preemptions: int = 0
     """Times it was evicted, by the agent or the engine."""
+    pauses_done: int = 0
+    """Pauses of this session that have ended on tools lasting more than a step (its visible
+    history, `catalogue.informative`). engine"""
+    log_ratio_sum: float = 0.0
+    """Sum over those pauses of log(pause / its tool's median) (`catalogue.log_ratio`). engine"""
 
     total_output: int = field(init=False, default=0)
     """`request.total_output`, read once: `progress` is read for every resident sequence on
@@ -109,6 +114,8 @@ class Sequence:
         new.last_access_step = -1
         new.admitted_order = -1
         new.preemptions = 0
+        new.pauses_done = 0
+        new.log_ratio_sum = 0.0
         new.total_output = request.total_output
         return new
 
@@ -139,6 +146,8 @@ class Sequence:
         new.last_access_step = self.last_access_step
         new.admitted_order = self.admitted_order
         new.preemptions = self.preemptions
+        new.pauses_done = self.pauses_done
+        new.log_ratio_sum = self.log_ratio_sum
         new.total_output = self.total_output
         return new
 
@@ -224,6 +233,13 @@ class Sequence:
         tokens remain, no private KV exists."""
         private = self.private_prompt + self.generated
         return private - min(self.prefill_remaining, private)
+
+    @property
+    def call_output(self) -> int:
+        """Tokens its current call generates (hidden; its `max_tokens` bounds it)."""
+        if self.call == 0:
+            return self.request.output_tokens
+        return self.request.followups[self.call - 1].output_tokens
 
     @property
     def has_more_calls(self) -> bool:

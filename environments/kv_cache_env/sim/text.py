@@ -2,14 +2,17 @@
 
 `render(obs)` is what an LLM reads; `parse(render(obs)) == obs` for every observation, so a policy
 served behind an HTTP chat endpoint decides from the text exactly as it would in-process.
-Format (one header line, one table, an optional candidates line; the header is one line, shown
-wrapped here):
+Format (one header line, one table, a line of waiting requests when any wait, an optional
+candidates line; the header is one line, shown wrapped here):
 
-    turn 3/15 | block 16 | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 |
-        link 42/step backlog 0 | queue 3 oldest 2/5 head 96 demand 250 preempted 1
-    seq type phase prio kv tokens rate priv shared frees prog last loc xfer pause paused
-    r12 context decode 0.62 fp16 1840 40 99 16 99 0.41 2 gpu 0 - 0
-    r9 system idle 0.81 fp16 2210 35 120 32 120 0.30 -1 gpu 0 human 3
+    turn 3/15 | block 16 | step 1s | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 |
+        link 42/step backlog 0 | arrivals 7 in 5 steps | queue 2 oldest 2/5 head 96
+        demand 250 preempted 1
+    seq type phase prio kv tokens rate priv shared frees out max last loc xfer pause paused
+        n pace left
+    r12 context decode 0.62 fp16 1840 40 99 16 99 95 512 2 gpu 0 - 0 1 0.80 2
+    r9 system idle 0.81 fp16 2210 35 120 32 120 180 512 -1 gpu 0 tts 3 2 1.31 4
+    waiting: r31:96 r33:154
     candidates: r7=0.90 r3=0.85
 """
 
@@ -17,19 +20,23 @@ from __future__ import annotations
 
 import re
 
+from .catalogue import TREND_STEPS
 from .observation import Candidate, EntryView, Observation, QueueView
 from .types import BlockType, PauseKind, Phase, Quantization
 
 TABLE_HEADER = (
-    "seq type phase prio kv tokens rate priv shared frees prog last loc xfer pause paused"
+    "seq type phase prio kv tokens rate priv shared frees out max last loc xfer pause paused "
+    "n pace left"
 )
 _COLUMNS = len(TABLE_HEADER.split())
 
 _HEADER = re.compile(
     r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| block (?P<block_size>\d+) \| "
+    r"step (?P<step_seconds>[\d.]+)s \| "
     r"gpu (?P<used>\d+)/(?P<capacity>\d+) used [\d.]+% "
     r"cached (?P<cached>\d+) free -?\d+ \| cpu (?P<cpu_used>\d+)/(?P<cpu_capacity>\d+) \| "
     r"link (?:none|(?P<link>\d+)/step backlog (?P<backlog>\d+)) \| "
+    r"arrivals (?P<arrivals>\d+) in \d+ steps \| "
     r"queue (?P<waiting>\d+) oldest (?P<oldest>\d+)/(?P<max_wait>\d+) head (?P<head>\d+) "
     r"demand (?P<demand>\d+) "
     r"preempted (?P<preempted>\d+)$"
@@ -39,10 +46,11 @@ _HEADER = re.compile(
 def render(obs: Observation) -> str:
     q = obs.queue
     lines = [
-        f"turn {obs.turn}/{obs.turns} | block {obs.block_size} | "
+        f"turn {obs.turn}/{obs.turns} | block {obs.block_size} | step {obs.step_seconds:g}s | "
         f"gpu {obs.used}/{obs.capacity} used {obs.usage:.1%} "
         f"cached {obs.cached} free {obs.free} | cpu {obs.cpu_used}/{obs.cpu_capacity} | "
         f"link {f'{obs.link}/step backlog {obs.backlog}' if obs.link else 'none'} | "
+        f"arrivals {obs.arrivals} in {TREND_STEPS} steps | "
         f"queue {q.waiting} oldest {q.oldest_wait}/{obs.max_wait} head {q.head_blocks} "
         f"demand {q.demand_blocks} "
         f"preempted {q.preempted}",
@@ -50,10 +58,13 @@ def render(obs: Observation) -> str:
     ]
     lines.extend(
         f"{e.seq_id} {e.block_type} {e.phase} {e.priority:.2f} {e.quantization} {e.tokens} "
-        f"{e.rate} {e.private_blocks} {e.shared_blocks} {e.frees} {e.progress:.2f} {e.last_access} "
-        f"{'cpu' if e.swapped else 'gpu'} {e.moving} {e.pause or '-'} {e.paused_for}"
+        f"{e.rate} {e.private_blocks} {e.shared_blocks} {e.frees} {e.out} {e.budget} "
+        f"{e.last_access} {'cpu' if e.swapped else 'gpu'} {e.moving} {e.pause or '-'} "
+        f"{e.paused_for} {e.pauses} {e.pace:.2f} {'?' if e.left < 0 else e.left}"
         for e in obs.entries
     )
+    if q.waiting:
+        lines.append("waiting: " + " ".join(f"{seq_id}:{need}" for seq_id, need in q.needs))
     if obs.candidates is not None:
         shown = " ".join(f"{c.seq_id}={c.score:.2f}" for c in obs.candidates) or "none"
         lines.append(f"candidates: {shown}")
@@ -73,13 +84,19 @@ def parse(text: str) -> Observation:
     if len(lines) < 2 or lines[1].strip() != TABLE_HEADER:
         shown = lines[1] if len(lines) > 1 else ""
         raise ValueError(f"line {start + 2} is not the table header: {shown!r}")
-    h = {k: int(v or 0) for k, v in header.groupdict().items()}
+    groups = header.groupdict()
+    step_seconds = float(groups.pop("step_seconds"))
+    h = {k: int(v or 0) for k, v in groups.items()}
     entries = []
     candidates: tuple[Candidate, ...] | None = None
+    needs: tuple[tuple[str, int], ...] = ()
     for number, line in enumerate(lines[2:], start=start + 3):
         line = line.strip()
         if line.startswith("candidates:"):
             candidates = _parse_candidates(line, number)
+            continue
+        if line.startswith("waiting:"):
+            needs = _parse_needs(line, number)
             continue
         fields = line.split()
         if len(fields) != _COLUMNS:
@@ -99,12 +116,16 @@ def parse(text: str) -> Observation:
                     private_blocks=int(fields[7]),
                     shared_blocks=int(fields[8]),
                     frees=int(fields[9]),
-                    progress=float(fields[10]),
-                    last_access=int(fields[11]),
-                    swapped=_location(fields[12]),
-                    moving=int(fields[13]),
-                    pause=None if fields[14] == "-" else PauseKind(fields[14]),
-                    paused_for=int(fields[15]),
+                    out=int(fields[10]),
+                    budget=int(fields[11]),
+                    last_access=int(fields[12]),
+                    swapped=_location(fields[13]),
+                    moving=int(fields[14]),
+                    pause=None if fields[15] == "-" else PauseKind(fields[15]),
+                    paused_for=int(fields[16]),
+                    pauses=int(fields[17]),
+                    pace=float(fields[18]),
+                    left=-1 if fields[19] == "?" else int(fields[19]),
                 )
             )
         except ValueError as error:
@@ -113,6 +134,7 @@ def parse(text: str) -> Observation:
         turn=h["turn"],
         turns=h["turns"],
         block_size=h["block_size"],
+        step_seconds=step_seconds,
         capacity=h["capacity"],
         used=h["used"],
         cached=h["cached"],
@@ -120,8 +142,9 @@ def parse(text: str) -> Observation:
         cpu_capacity=h["cpu_capacity"],
         link=h["link"],
         backlog=h["backlog"],
+        arrivals=h["arrivals"],
         max_wait=h["max_wait"],
-        queue=QueueView(h["waiting"], h["oldest"], h["head"], h["demand"], h["preempted"]),
+        queue=QueueView(h["waiting"], h["oldest"], h["head"], h["demand"], h["preempted"], needs),
         entries=tuple(entries),
         candidates=candidates,
     )
@@ -131,6 +154,16 @@ def _location(field: str) -> bool:
     if field not in ("gpu", "cpu"):
         raise ValueError(f"location must be gpu or cpu, got {field!r}")
     return field == "cpu"
+
+
+def _parse_needs(line: str, number: int) -> tuple[tuple[str, int], ...]:
+    out = []
+    for item in line.removeprefix("waiting:").split():
+        seq_id, sep, need = item.partition(":")
+        if not sep or not need.isdigit():
+            raise ValueError(f"line {number}: waiting request {item!r} is not id:blocks")
+        out.append((seq_id, int(need)))
+    return tuple(out)
 
 
 def _parse_candidates(line: str, number: int) -> tuple[Candidate, ...]:

@@ -97,10 +97,13 @@ class Status(StrEnum):
 
 
 class PauseKind(StrEnum):
-    """Why a session is paused between two calls (InferCept's interceptions, arXiv 2402.01869):
-    a short tool call (calculator, retrieval, a quick API), a long tool (code execution, a
-    virtual environment, another model), or a human reading and typing the next chat turn."""
+    """What a paused session waits on between two calls (InferCept's interceptions, arXiv
+    2402.01869, Table 1): a tool from the catalogue (`catalogue.CATALOGUE`: its median
+    duration and what it appends) or a human reading and typing the next chat turn."""
 
-    TOOL = "tool"
-    LONG_TOOL = "long_tool"
+    CALCULATOR = "calculator"
+    SEARCH = "search"
+    ENV = "env"
+    TTS = "tts"
+    IMAGE = "image"
     HUMAN = "human"

@@ -8,13 +8,14 @@ the engine keeps each request's mutable state in a `Sequence`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import catalogue
 from .frozen import slot_constructor
-from .scenario import PAUSES, PauseProfile, Scenario
+from .scenario import Scenario
 from .types import BlockType, PauseKind
 
 # Prefix block hashes of synthetic prefix k are PREFIX_HASH_BASE * (k + 1) + i, i = block index.
@@ -56,6 +57,11 @@ class Request:
     followups: tuple[FollowUp, ...] = ()
     """Further calls of the session, in order (empty: a single call). `output_tokens` and
     `prompt_tokens` describe the first call."""
+    plan: int = -1
+    """What the session's plan shows for its further calls when it starts (`catalogue.
+    plan_estimate` of `len(followups)`; -1: no plan is known, as in trace replays)."""
+    pace: float = 1.0
+    """The session's hidden pace: every pause is its tool's median x pace x per-call noise."""
 
     @property
     def total_output(self) -> int:
@@ -170,77 +176,75 @@ def synthesize(scenario: Scenario, rng: np.random.Generator) -> Schedule:
                 prefix_hashes=hashes,
                 shared_prefix_id=prefix_id,
                 reasoning_tokens=int(output * profile.reasoning_fraction),
-                followups=sessions.get(i, ()),
+                followups=sessions[i].followups if i in sessions else (),
+                plan=sessions[i].plan if i in sessions else 0,
+                pace=sessions[i].pace if i in sessions else 1.0,
             )
         )
     return Schedule(requests=tuple(requests), horizon=horizon)
 
 
+@dataclass(frozen=True, slots=True)
+class SessionDraw:
+    """A session's further calls, what its plan shows, and its hidden pace."""
+
+    followups: tuple[FollowUp, ...]
+    plan: int
+    pace: float
+
+
 def draw_sessions(
     scenario: Scenario, block_types: list[BlockType], rng: np.random.Generator
-) -> dict[int, tuple[FollowUp, ...]]:
+) -> dict[int, SessionDraw]:
     """Which of the requests (by index, given their block types) are sessions, and their
-    further calls: each is a session with the scenario's probability for its type, pausing for
-    one kind drawn from `pause_mix`, with a uniform number of further calls."""
+    further calls: each is a session with the scenario's probability for its type, with a
+    uniform number of further calls; a chat (`chat_types`) pauses for its human every time, an
+    agent for a tool drawn per call from `tool_mix`; pause lengths follow the published signal
+    table (`catalogue`): the tool's median x the session's pace x per-call noise."""
     n = len(block_types)
     session_p = dict(scenario.session_probability)
     draw = rng.random(n).tolist()  # Python numbers: see `synthesize`
-    kinds = [k for k, _ in scenario.pause_mix]
-    kind_weights = np.array([w for _, w in scenario.pause_mix], dtype=float)
-    kind_index = rng.choice(len(kinds), size=n, p=kind_weights / kind_weights.sum()).tolist()
     counts = rng.integers(scenario.followups[0], scenario.followups[1] + 1, size=n).tolist()
-    # each kind's ranges and medians are read once per schedule, not once per session
-    per_kind = [_FollowUpDraw.of(scenario, kind) for kind in kinds]
-    out: dict[int, tuple[FollowUp, ...]] = {}
+    tools = [k for k, _ in scenario.tool_mix]
+    weights = np.array([w for _, w in scenario.tool_mix], dtype=float)
+    weights /= weights.sum()
+    chats = frozenset(scenario.chat_types)
+    out: dict[int, SessionDraw] = {}
     for i, block_type in enumerate(block_types):
         if draw[i] < session_p.get(block_type, 0.0):
-            out[i] = per_kind[kind_index[i]].draw(counts[i], rng)
+            count = counts[i]
+            pace_normal, plan_normal = rng.standard_normal(2).tolist()
+            if block_type in chats:
+                kinds = [PauseKind.HUMAN] * count
+            else:
+                kinds = [tools[k] for k in rng.choice(len(tools), size=count, p=weights).tolist()]
+            pace = math.exp(catalogue.PACE_SIGMA * pace_normal)
+            follow = draw_followups(scenario, kinds, pace, rng)
+            out[i] = SessionDraw(follow, catalogue.plan_estimate(count, plan_normal), pace)
     return out
 
 
 def draw_followups(
-    scenario: Scenario, kind: PauseKind, count: int, rng: np.random.Generator
+    scenario: Scenario, kinds: list[PauseKind], pace: float, rng: np.random.Generator
 ) -> tuple[FollowUp, ...]:
-    """`count` further calls of a session pausing for `kind`: pause lengths uniform over the
-    scenario's range for the kind, new prompt and output lengths log-normal (`PAUSES`)."""
-    return _FollowUpDraw.of(scenario, kind).draw(count, rng)
-
-
-@dataclass(frozen=True, slots=True)
-class _FollowUpDraw:
-    """What `draw_followups` needs to know about one pause kind in one scenario."""
-
-    kind: PauseKind
-    seconds: tuple[int, int]
-    pause_steps: Callable[[float], int]
-    profile: PauseProfile
-
-    @classmethod
-    def of(cls, scenario: Scenario, kind: PauseKind) -> _FollowUpDraw:
-        return cls(kind, scenario.pause_range(kind), scenario.pause_steps, PAUSES[kind])
-
-    def draw(self, count: int, rng: np.random.Generator) -> tuple[FollowUp, ...]:
-        lo, hi = self.seconds
-        integers = rng.integers
-        # `count` scalar draws are the same numbers as one `size=count` draw: numpy draws
-        # bounded integers from the bit generator's 32-bit stream, whose buffered half-word
-        # survives between calls (`test_schedule_digests`), and a `size` costs ~10 us per session.
-        seconds = [integers(lo, hi + 1) for _ in range(count)]
-        # `2 * count` normals are the same draws as a (count, 2) array (filled in C order)
-        # without numpy's shape handling, which cost more than the draw itself.
-        normals = rng.standard_normal(2 * count).tolist()
-        kind, pause_steps, profile = self.kind, self.pause_steps, self.profile
-        p_median, p_sigma = profile.prompt_median, profile.prompt_sigma
-        o_median, o_sigma = profile.output_median, profile.output_sigma
-        return tuple(
+    """One further call per entry of `kinds` for a session of `pace`: each pause lasts its
+    tool's median x pace x exp(CALL_SIGMA N(0, 1)) (`catalogue.pause_steps`), then appends the
+    tool's output (log-normal around its `prompt_median`, spread 0.5) and generates a log-normal
+    output around its `output_median` (spread 0.5)."""
+    normals = rng.standard_normal(3 * len(kinds)).tolist()
+    step_seconds = scenario.step_seconds
+    out = []
+    for j, kind in enumerate(kinds):
+        profile = catalogue.CATALOGUE[kind]
+        out.append(
             make_followup(
                 kind,
-                pause_steps(float(seconds[j])),
-                _lognormal(p_median, p_sigma, normals[2 * j]),
-                _lognormal(o_median, o_sigma, normals[2 * j + 1]),
+                catalogue.pause_steps(kind, pace, normals[3 * j], step_seconds),
+                _lognormal(profile.prompt_median, 0.5, normals[3 * j + 1]),
+                _lognormal(profile.output_median, 0.5, normals[3 * j + 2]),
             )
-            for j in range(count)
         )
+    return tuple(out)
 
 
 def _prefix_catalogue(scenario: Scenario, rng: np.random.Generator) -> list[tuple[int, ...]]:

@@ -105,13 +105,17 @@ def _noop(obs: Observation) -> list[Action]:
     return []
 
 
+_SHORT = frozenset({PauseKind.CALCULATOR, PauseKind.SEARCH, PauseKind.ENV})
+_LONG_TOOLS = frozenset({PauseKind.TTS, PauseKind.IMAGE})
 _KIND_SETS: tuple[tuple[str, frozenset[PauseKind]], ...] = (
-    ("tool", frozenset({PauseKind.TOOL})),
-    ("long_tool", frozenset({PauseKind.LONG_TOOL})),
+    ("short", _SHORT),
+    ("long_tool", _LONG_TOOLS),
     ("human", frozenset({PauseKind.HUMAN})),
-    ("long", frozenset({PauseKind.LONG_TOOL, PauseKind.HUMAN})),
+    ("long", _LONG_TOOLS | {PauseKind.HUMAN}),
     ("all", frozenset(PauseKind)),
 )
+"""Classes of paused sessions by what they wait on: tools that return within about a step
+(the catalogue's sub-second ones), the long tools, humans, all long ones, everything."""
 
 MACROS: tuple[tuple[str, Macro], ...] = (
     ("noop", _noop),

@@ -19,6 +19,7 @@ acts through `act(observation)` and runs behind the policy server like any other
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +43,7 @@ GROUPS = ("fp16", "fp8")
 ENTRY_INPUTS: tuple[str, ...] = (
     "running",
     "paused_gpu",
-    "pause_tool",
-    "pause_long_tool",
-    "pause_human",
+    *(f"pause_{k}" for k in PauseKind),
     "type_system",
     "type_context",
     "type_generation",
@@ -59,6 +58,11 @@ ENTRY_INPUTS: tuple[str, ...] = (
     "paused_for",
     "expected_left",
     "eviction_score",
+    "moving",
+    "budget",
+    "history",
+    "pace",
+    "calls_left",
 )
 GLOBAL_INPUTS: tuple[str, ...] = (
     "turn",
@@ -69,6 +73,9 @@ GLOBAL_INPUTS: tuple[str, ...] = (
     "cpu_free",
     "paused_share",
     "queue",
+    "link",
+    "backlog",
+    "arrivals",
 )
 INPUTS: tuple[str, ...] = (*ENTRY_INPUTS, *(f"g_{n}" for n in GLOBAL_INPUTS), "bias")
 """The inputs of each tool's score, in weight-column order."""
@@ -127,10 +134,11 @@ def inputs(obs: Observation) -> np.ndarray:
 
 
 def _entry_rows(obs: Observation) -> list[list[float]]:
-    """`slot_features(obs)[:, ENTRY_INPUTS]` before its float32 cast: only the 19 columns the
+    """`slot_features(obs)[:, ENTRY_INPUTS]` before its float32 cast: only the columns the
     policy reads, with the same expressions (the bound plays this policy in most of its
-    rollouts, and the other 12 columns were a third of its turn). A test keeps the two equal."""
+    rollouts, and the other columns were a third of its turn). A test keeps the two equal."""
     cap = float(obs.capacity)
+    step_seconds = obs.step_seconds
     rows = []
     for e in obs.entries:
         pause = e.pause
@@ -150,8 +158,13 @@ def _entry_rows(obs: Observation) -> list[list[float]]:
             e.tokens / 8192,
             e.private_blocks / cap,
             e.paused_for / 15,
-            expected_left(e) / 15,
+            expected_left(e, step_seconds) / 15,
             EVICTION_VALUE[e.block_type] * (1 - priority / 2) * (1 - progress / 2),
+            e.moving / cap,
+            e.budget / 4096,
+            e.pauses / 4,
+            math.log(e.pace) if e.pace > 0 else 0.0,
+            e.left / 8,
         )
         rows.append(row)
     return rows
@@ -165,7 +178,7 @@ _ONE_HOT_ZEROS = (0.0,) * (_AT["priority"] - 2)
 assert ENTRY_INPUTS[:2] == ("running", "paused_gpu")
 assert ENTRY_INPUTS[_AT["priority"] :] == (
     *("priority", "progress", "tokens", "private_blocks", "paused_for", "expected_left"),
-    "eviction_score",
+    *("eviction_score", "moving", "budget", "history", "pace", "calls_left"),
 )
 
 
