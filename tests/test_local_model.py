@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -52,8 +54,24 @@ def llama():
         pytest.skip(message)
 
 
+def _processes_marked(marker: str) -> list[int]:
+    """Pids of live processes whose environment holds `marker` (children inherit it, even once
+    reparented), so the check sees this test's processes only, not other model servers that
+    happen to run on the machine."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
 def test_a_short_easy_episode_with_the_real_local_model_acts(llama, tmp_path):
     out = tmp_path / "run"
+    marker = f"KVARENA_TEST_RUN={uuid.uuid4().hex}"
+    name, value = marker.split("=")
     done = subprocess.run(
         [
             sys.executable,
@@ -78,6 +96,7 @@ def test_a_short_easy_episode_with_the_real_local_model_acts(llama, tmp_path):
         capture_output=True,
         text=True,
         timeout=900,
+        env=os.environ | {name: value},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     (line,) = (out / "results.jsonl").read_text().splitlines()
@@ -101,10 +120,7 @@ def test_a_short_easy_episode_with_the_real_local_model_acts(llama, tmp_path):
     # constrained decoding: the model's replies are tool calls, and at least one was applied
     assert calls, "the constrained local model made no tool call"
     assert len(errors) < len(tool_messages), [m["content"] for m in tool_messages]
-    leftover = subprocess.run(
-        ["pgrep", "-f", "llama_cpp.server|evals.common.local_tool_calls"], capture_output=True
-    )
-    assert leftover.returncode == 1, "the local model server was not stopped"
+    assert _processes_marked(marker) == [], "the local model server was not stopped"
 
 
 def test_sigterm_stops_the_server_too(llama, tmp_path):
