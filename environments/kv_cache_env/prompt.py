@@ -55,12 +55,11 @@ schedule, offloaded ones load back, discarded ones recompute, until every reques
 or failed by its own deadline. What you leave behind counts.
 
 Observation format:
-  header: turn t/T | block size | gpu used/capacity blocks, usage %, cached (reusable prefix \
-blocks, free to reclaim), free | cpu offload used/capacity | host link blocks per step and \
-blocks queued on it (none: no limit) | requests that arrived over the last few steps | queue: \
-waiting requests, oldest \
-wait (steps) / limit, blocks the head needs, blocks the whole queue needs, how many were \
-preempted
+  header: turn t/T | block size | step length, prefill tokens per step | gpu used/capacity \
+blocks, usage %, cached (reusable prefix blocks, free to reclaim), free | cpu offload \
+used/capacity | host link blocks per step and blocks queued on it (none: no limit) | requests \
+that arrived over the last few steps | queue: waiting requests, oldest wait (steps) / limit, \
+blocks the head needs, blocks the whole queue needs, how many were preempted
   table, one row per sequence holding blocks, largest GPU footprint first:
     seq type phase prio kv tokens rate priv shared frees out max last loc xfer pause paused n \
 pace left

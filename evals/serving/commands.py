@@ -277,17 +277,21 @@ def validate_command(
             "-n",
             min=2,
             metavar="N",
-            help="Paired episodes per scenario (seeds 0..N-1).",
+            help="Paired episodes per scenario on the proof block (its first N seeds).",
         ),
     ] = 100,
+    expert_episodes: Annotated[
+        int | None,
+        typer.Option(min=1, help="Of those, how many the expert plays (default: 30, at most N)."),
+    ] = None,
     ablation_episodes: Annotated[
         int | None,
-        typer.Option(min=1, help="Episodes per scenario for each ablated bound (default: -n)."),
+        typer.Option(min=1, help="Episodes per scenario for each masked bound (default: 30)."),
     ] = None,
-    deep_episodes: Annotated[
-        int | None,
-        typer.Option(min=1, help="Episodes per scenario for the deeper search (default: n/10)."),
-    ] = None,
+    screen_episodes: Annotated[
+        int,
+        typer.Option(min=1, help="Tuning episodes per scenario for the rule grid's screen."),
+    ] = 10,
     workers: Workers = CPUS,
     family: Annotated[
         Family,
@@ -296,26 +300,21 @@ def validate_command(
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
     from ..context.validate import context_validation_jobs, run_context_validation
-    from .validate import run_validation, validation_jobs
+    from .validate import Sizes, run_validation
 
     serving, context = family in ("serving", "all"), family in ("context", "all")
-    ablation = episodes if ablation_episodes is None else ablation_episodes
-    deep = max(2, episodes // 10) if deep_episodes is None else deep_episodes
-    jobs, bounds = validation_jobs(episodes, ablation, deep)
-    total = (len(jobs) + len(bounds)) * serving + len(context_validation_jobs(episodes)) * context
+    sizes = Sizes(
+        episodes=episodes,
+        expert=min(episodes, expert_episodes or 30),
+        ablation=min(episodes, ablation_episodes or 30),
+        expert_ablation=min(episodes, 10),
+        told=min(episodes, 10),
+        screen=screen_episodes,
+    )
+    total = len(context_validation_jobs(episodes)) * context
     with progress() as bar:
-        task = bar.add_task("validate", total=total)
-        checks = (
-            run_validation(
-                episodes,
-                workers,
-                lambda: bar.advance(task),
-                ablation_episodes=ablation,
-                deep_episodes=deep,
-            )
-            if serving
-            else []
-        )
+        task = bar.add_task("validate", total=total or None)
+        checks = run_validation(sizes, workers, lambda: bar.advance(task)) if serving else []
         if context:
             checks += run_context_validation(episodes, workers, lambda: bar.advance(task))
     table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")

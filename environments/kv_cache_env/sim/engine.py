@@ -462,26 +462,20 @@ class Engine:
         self._next_return = next_return
 
     def _compute(self, tally: _Tally) -> int:
-        # The hot loop of the simulator: attributes are read into locals on purpose.
-        t = self.t
-        budget = self._prefill_budget
-        pool = self.pool
-        quality = self._quality
-        per_block_of = self._per_block
-        base_level = self.base_level
+        """Phase 2: prefill chunks and decode tokens, allocating their blocks; returns the
+        private blocks of the sequences that computed. The hot loop of the simulator:
+        attributes are read into locals on purpose. `preempted` says whether the fallback
+        preempted in this step (only then can a later sequence have left the running set). The
+        fresh blocks decode growth takes are counted in `free` / `taken` and written to the pool
+        (with its peak) before anything else reads or changes it (`_grow`, the loop's end);
+        used blocks only grow in between, so the peak then is the peak of every allocation."""
+        t, budget, pool = self.t, self._prefill_budget, self.pool
+        quality, per_block_of, base_level = self._quality, self._per_block, self.base_level
         running_status = Status.RUNNING
-        # Whether the fallback preempted in this step: only then can a later sequence of the
-        # loop have left the running set (a flag test instead of a status read per sequence).
         preempted = False
-        tokens = 0
+        tokens = active = taken = 0
         effective = 0.0
-        active = 0
-        # The fresh blocks decode growth takes (a few per sequence and step) are counted in
-        # locals and written to the pool (with its peak) before anything else reads or changes
-        # it: a slow allocation, an event, the end of the loop. Used blocks only grow in
-        # between, so the peak at that write is the peak of every allocation before it.
         free = pool.num_free
-        taken = 0
         for seq in tuple(self.running):
             if preempted and seq.status is not running_status:
                 continue  # preempted earlier in this loop
@@ -495,15 +489,12 @@ class Engine:
                 if not budget:
                     continue
                 take = budget if budget < remaining else remaining
-                # the step that ends the prompt emits a token (unless the call is complete: a
-                # sequence preempted right after its last token only rebuilds its KV)
+                # the step that ends the prompt emits a token (unless the call is complete)
                 n = 1 if take == remaining and generated < seq.call_end else 0
                 left = remaining - take
                 private = seq.private_prompt + generated + n
                 kv = private - left if left < private else 0
-            else:
-                # decoding (most sequences, most steps): nothing left to prefill, so all of the
-                # private context has KV and the budget and `prefill_remaining` are untouched
+            else:  # decoding (most sequences, most steps): all of its private context has KV
                 n = seq.call_end - generated
                 rate = seq.request.decode_rate
                 if rate < n:
@@ -512,9 +503,7 @@ class Engine:
             gpu = seq.gpu_blocks
             need = -(-kv // per_block_of[level]) - gpu
             if need > 0:
-                if need <= free:
-                    # Fast path of `pool.allocate(need)`: fresh blocks only, nothing reclaimed,
-                    # so no method call, checks or reclaim list for the common decode growth.
+                if need <= free and not self.subscribers:  # `pool.allocate`'s fast path
                     free -= need
                     taken += need
                 else:
@@ -522,21 +511,11 @@ class Engine:
                     pool.num_private += taken
                     taken = 0
                     pool.note_peak()
-                    if need > pool.available:
-                        preempted = True
-                        self._make_room(need, seq, tally)
-                        if seq.status is not running_status:
-                            free = pool.num_free
-                            continue
-                    self._reclaimed(pool.allocate(need))
+                    grown, others = self._grow(seq, need, kv, tally)
+                    preempted = preempted or others
                     free = pool.num_free
-                if self.subscribers:
-                    pool.num_free = free
-                    pool.num_private += taken
-                    taken = 0
-                    pool.note_peak()
-                    start = seq.prefix_tokens + min(gpu * per_block_of[level], kv)
-                    self._emit("stored", "gpu", "grow", seq, need, (start, seq.prefix_tokens + kv))
+                    if not grown:
+                        continue
                 gpu += need
                 seq.gpu_blocks = gpu
             if remaining:  # (after the allocation: a sequence preempted by it takes nothing)
@@ -558,6 +537,25 @@ class Engine:
         tally.tokens += tokens
         tally.effective += effective
         return active
+
+    def _grow(self, seq: Sequence, need: int, kv: int, tally: _Tally) -> tuple[bool, bool]:
+        """`_compute`'s slow allocation of `need` blocks for `seq` (reaching `kv` private
+        tokens): reclaiming cached prefix blocks, preempting by the fallback when even they do
+        not suffice, and the `grow` event. Returns (whether `seq` got its blocks, whether the
+        fallback preempted anyone)."""
+        pool = self.pool
+        preempted = False
+        if need > pool.available:
+            preempted = True
+            self._make_room(need, seq, tally)
+            if seq.status is not Status.RUNNING:
+                return False, True
+        self._reclaimed(pool.allocate(need))
+        if self.subscribers:
+            per_block = self._per_block[seq.quantization_level]
+            start = seq.prefix_tokens + min(seq.gpu_blocks * per_block, kv)
+            self._emit("stored", "gpu", "grow", seq, need, (start, seq.prefix_tokens + kv))
+        return True, preempted
 
     def _make_room(self, need: int, growing: Sequence, tally: _Tally) -> None:
         while need > self.pool.available:

@@ -116,6 +116,8 @@ class Observation:
     """Tokens per fp16 block (int8 packs 2x, int4 4x as many per block)."""
     step_seconds: float
     """Engine time one step stands for (pauses and waits are counted in steps)."""
+    prefill: int
+    """Prefill tokens per step, shared by every sequence prefilling (recompute goes through it)."""
     capacity: int
     used: int
     """GPU blocks in use (private + shared prefix blocks with references)."""
@@ -365,6 +367,7 @@ def build_observation(
         turns=turns,
         block_size=engine.block_size,
         step_seconds=engine.scenario.step_seconds,
+        prefill=engine.scenario.prefill_tokens_per_step,
         capacity=pool.num_blocks,
         used=pool.used,
         cached=pool.cached_blocks,
@@ -389,11 +392,9 @@ def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
     sole-held prefix blocks (`frees`) are counted once per prefix chain: sequences sharing a
     chain (the same tuple object) share the count, so a popular prefix is scanned once per
     observation, not once per holder."""
-    t = engine.t
-    make = tuple.__new__
+    t, make = engine.t, tuple.__new__
     sole: dict[int, int] = {}
-    sole_held = engine.pool.sole_held
-    unit = engine.pool.unit  # blocks per prefix hash
+    sole_held, unit = engine.pool.sole_held, engine.pool.unit  # unit: blocks per prefix hash
     decorated = []
     for seq in (*engine.running, *engine.paused):
         status = seq.status

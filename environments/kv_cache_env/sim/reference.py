@@ -24,11 +24,12 @@ referenced prefix hash; cached hashes (count 0) are free but still hit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .scenario import Scenario
 from .types import Quantization
-from .workload import FollowUp, Schedule
+from .workload import FollowUp, Request, Schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,80 +84,109 @@ def run_reference(scenario: Scenario, schedule: Schedule) -> Reference:
 
 
 def _play(scenario: Scenario, schedule: Schedule) -> Reference:
-    block_size = scenario.block_size
-    base = scenario.base_quantization
-    per_block = block_size * base.packing
-    unit = scenario.prefix_hash_blocks
-    hash_tokens = block_size * unit
-    prefill_budget = scenario.prefill_tokens_per_step
-    max_wait = scenario.max_wait_steps
-    warmup = scenario.warmup_steps
-    horizon = schedule.horizon
-    # An exact float: packings are powers of two, so every `active / densest` term and the sum
-    # below are exact (multiples of 1/4, far below 2**53), as the stepwise run's are.
-    densest = Quantization.INT4.packing / base.packing
+    run = _ReferenceRun(scenario, schedule)
     arrivals = schedule.arrivals_by_step()
-
-    counts: dict[int, int] = {}
-    """Prefix hashes referenced (count > 0), each with its occurrences in the `holders` chains.
-    Only which hashes are here counts (`BlockPool.shared`'s keys: used blocks)."""
-    known: set[int] = set()
-    """Every prefix hash ever stored, shared or cached: nothing is ever reclaimed, so a hash is
-    a hit exactly when it is here (`BlockPool.cached_hit_length` over shared + cached)."""
-    holders: dict[tuple[int, ...], int] = {}
-    """Holders per distinct chain (`BlockPool.holders`): each chain counts its hashes once
-    however many requests hold it, so the per-hash loops of `acquire_prefix` and
-    `release_prefix` run only when a chain's first holder comes and its last one leaves."""
-    private = 0
-    """`BlockPool.num_private` (recounted after each compute, see there)."""
-    peak = 0
-    running: list[_Run] = []
-    """In (re)entry order, as `Engine.running`: the prefill budget goes first come first."""
-    returns: dict[int, list[_Run]] = {}
-    """Paused sessions by the step their next call arrives, each list in pause order (the order
-    `Engine.paused` keeps them; every one returns exactly at its `resume_step`)."""
-    paused = 0
-    paused_gpu = 0
-    """Private blocks of the paused sessions."""
-    pending: list[tuple[_Run, int, int]] = []
-    """Resumed calls that may still await their first token (the only ones that can time out),
-    each with its deadline (`first_token_by`) and the tokens its call asked for: the first token
-    has come exactly when `todo` fell below that (so the hot loop stamps nothing)."""
-
-    tokens = block_steps = drain_tokens = 0
-    ideal = 0.0
-
+    horizon = schedule.horizon
     for t in range(horizon + scenario.drain_cap):
         draining = t >= horizon
         # Arrivals of step t-1 (`Engine._arrive`: none while draining) are the whole queue.
         waiting = arrivals[t - 1] if 0 < t <= horizon else ()
-        if draining and not (running or waiting or paused):
+        if draining and not (run.running or waiting or run.paused):
             break  # `run_drain` stops when the engine is idle
-        # 1. returns (`Engine._return_paused`): KV kept on the GPU, so straight back to running
-        back = returns.pop(t, None)
-        if back:
-            paused -= len(back)
-            for run in back:
-                follow = run.followups[run.call]
-                run.call += 1
-                run.todo = follow.output_tokens
-                run.priv += follow.prompt_tokens
-                run.remaining = follow.prompt_tokens
-                run.on = True
-                paused_gpu -= run.gpu
-                running.append(run)
-                pending.append((run, t + max_wait, follow.output_tokens))
-        # 2. compute (`Engine._compute`) and 3. its completion test (`Engine._complete`) in one
-        # pass: a sequence's completion depends only on its own compute, and the frees of the
-        # completed are applied after the pass (as `_complete` does), so the peak is unchanged.
-        # A sequence's KV only grows here (no preemption or compression), so its blocks after
-        # the step are ceil(kv / per_block), never fewer than before, and the private blocks
-        # after compute are those of the sequences that computed (`active`), of those the
-        # budget left waiting (`starved`) and of the paused: no per-sequence allocation count.
-        budget = prefill_budget
+        run.step(t, waiting, draining)
+    return Reference(max(run.peak, 1), run.tokens, run.block_steps, run.drain_tokens, run.ideal)
+
+
+class _ReferenceRun:
+    """The reference's state between steps, and the step as the engine's named phases."""
+
+    def __init__(self, scenario: Scenario, schedule: Schedule) -> None:
+        base = scenario.base_quantization
+        self.per_block = scenario.block_size * base.packing
+        self.unit = scenario.prefix_hash_blocks
+        self.hash_tokens = scenario.block_size * self.unit
+        self.prefill_budget = scenario.prefill_tokens_per_step
+        self.max_wait = scenario.max_wait_steps
+        self.warmup = scenario.warmup_steps
+        # An exact float: packings are powers of two, so every `active / densest` term and the
+        # sum below are exact (multiples of 1/4, far below 2**53), as the stepwise run's are.
+        self.densest = Quantization.INT4.packing / base.packing
+        self.counts: dict[int, int] = {}
+        """Prefix hashes referenced (count > 0), each with its occurrences in the `holders`
+        chains. Only which hashes are here counts (`BlockPool.shared`'s keys: used blocks)."""
+        self.known: set[int] = set()
+        """Every prefix hash ever stored, shared or cached: nothing is ever reclaimed, so a hash
+        is a hit exactly when it is here (`BlockPool.cached_hit_length` over shared + cached)."""
+        self.holders: dict[tuple[int, ...], int] = {}
+        """Holders per distinct chain (`BlockPool.holders`): each chain counts its hashes once
+        however many requests hold it, so the per-hash loops of `acquire_prefix` and
+        `release_prefix` run only when a chain's first holder comes and its last one leaves."""
+        self.private = 0
+        """`BlockPool.num_private` (recounted after each compute, see `_compute`)."""
+        self.peak = 0
+        self.running: list[_Run] = []
+        """In (re)entry order, as `Engine.running`: the prefill budget goes first come first."""
+        self.returns: dict[int, list[_Run]] = {}
+        """Paused sessions by the step their next call arrives, each list in pause order (the
+        order `Engine.paused` keeps them; every one returns exactly at its `resume_step`)."""
+        self.paused = 0
+        self.paused_gpu = 0
+        """Private blocks of the paused sessions."""
+        self.pending: list[tuple[_Run, int, int]] = []
+        """Resumed calls that may still await their first token (the only ones that can time
+        out), each with its deadline (`first_token_by`) and the tokens its call asked for: the
+        first token has come exactly when `todo` fell below that (the hot loop stamps
+        nothing)."""
+        self.tokens = self.block_steps = self.drain_tokens = 0
+        self.ideal = 0.0
+
+    def step(self, t: int, waiting: Sequence[Request], draining: bool) -> None:
+        self._return(t)
+        step_tokens, active, done = self._compute()
+        self._complete(done, t, draining)
+        self._admit(waiting)
+        if self.pending:
+            self._fail(t)
+        # what `StepStats` reports and `run_reference_stepwise` sums
+        if draining:
+            self.drain_tokens += step_tokens
+        elif t >= self.warmup:
+            shared = len(self.counts) * self.unit
+            self.tokens += step_tokens
+            self.block_steps += self.private + shared
+            self.ideal += active / self.densest + shared
+
+    def _return(self, t: int) -> None:
+        """1. returns (`Engine._return_paused`): KV kept on the GPU, straight back to running."""
+        back = self.returns.pop(t, None)
+        if not back:
+            return
+        self.paused -= len(back)
+        for run in back:
+            follow = run.followups[run.call]
+            run.call += 1
+            run.todo = follow.output_tokens
+            run.priv += follow.prompt_tokens
+            run.remaining = follow.prompt_tokens
+            run.on = True
+            self.paused_gpu -= run.gpu
+            self.running.append(run)
+            self.pending.append((run, t + self.max_wait, follow.output_tokens))
+
+    def _compute(self) -> tuple[int, int, list[_Run]]:
+        """2. compute (`Engine._compute`) and the completion test of 3. in one pass: a
+        sequence's completion depends only on its own compute, and the frees of the completed
+        are applied after the pass (as `_complete` does), so the peak is unchanged. A
+        sequence's KV only grows here (no preemption or compression), so its blocks after the
+        step are ceil(kv / per_block), never fewer than before, and the private blocks after
+        compute are those of the sequences that computed (`active`), of those the budget left
+        waiting (`starved`) and of the paused: no per-sequence allocation count. Returns the
+        step's tokens, `active` and the sequences whose call completed."""
+        budget = self.prefill_budget
+        per_block = self.per_block
         step_tokens = active = starved = 0
         done: list[_Run] = []
-        for run in running:
+        for run in self.running:
             remaining = run.remaining
             todo = run.todo
             if remaining:
@@ -171,8 +201,7 @@ def _play(scenario: Scenario, schedule: Schedule) -> Reference:
                 kv = priv - remaining if remaining < priv else 0
                 budget -= take
                 run.remaining = remaining
-            else:
-                # decoding: nothing to prefill, all the private context has KV
+            else:  # decoding: nothing to prefill, all the private context has KV
                 n = run.rate
                 if todo < n:
                     n = todo
@@ -187,26 +216,37 @@ def _play(scenario: Scenario, schedule: Schedule) -> Reference:
                 step_tokens += n
             if not remaining and todo <= 0:
                 done.append(run)
-        # Used blocks only grow during compute, so its end is the step's compute peak (the pool
-        # notes it at every allocation; no allocation leaves it at an earlier, noted value).
-        private = active + starved + paused_gpu
-        used = private + len(counts) * unit
-        if used > peak:
-            peak = used
-        if done:
-            for run in done:
-                run.on = False
-                if run.call < len(run.followups) and not draining:
-                    resume = t + 1 + run.followups[run.call].pause_steps
-                    returns.setdefault(resume, []).append(run)
-                    paused += 1
-                    paused_gpu += run.gpu
-                    continue
-                private -= run.gpu  # `Engine._finish`: private blocks freed, prefix released
-                if run.hashes:
-                    _release(run, holders, counts)
-            running = [run for run in running if run.on]
-        # 4. admit (`Engine._try_admit`; never refused): prefix hits shorten the prefill
+        # Used blocks only grow during compute, so its end is the step's compute peak (the
+        # pool notes it at every allocation; no allocation leaves it at an earlier value).
+        self.private = active + starved + self.paused_gpu
+        self._note_peak()
+        return step_tokens, active, done
+
+    def _note_peak(self) -> None:
+        used = self.private + len(self.counts) * self.unit
+        if used > self.peak:
+            self.peak = used
+
+    def _complete(self, done: list[_Run], t: int, draining: bool) -> None:
+        """3. complete (`Engine._complete`): pause a session, or free a finished request."""
+        if not done:
+            return
+        for run in done:
+            run.on = False
+            if run.call < len(run.followups) and not draining:
+                resume = t + 1 + run.followups[run.call].pause_steps
+                self.returns.setdefault(resume, []).append(run)
+                self.paused += 1
+                self.paused_gpu += run.gpu
+                continue
+            self.private -= run.gpu  # `Engine._finish`: private blocks freed, prefix released
+            if run.hashes:
+                _release(run, self.holders, self.counts)
+        self.running = [run for run in self.running if run.on]
+
+    def _admit(self, waiting: Sequence[Request]) -> None:
+        """4. admit (`Engine._try_admit`; never refused): prefix hits shorten the prefill."""
+        hash_tokens = self.hash_tokens
         for request in waiting:
             hashes = request.prefix_hashes
             prompt = request.prompt_tokens
@@ -216,45 +256,35 @@ def _play(scenario: Scenario, schedule: Schedule) -> Reference:
             run = _Run(hashes, request.decode_rate, request.followups, prompt - prefix)
             run.todo = request.output_tokens
             if hashes:
-                held = holders.get(hashes, 0)
-                holders[hashes] = held + 1
+                held = self.holders.get(hashes, 0)
+                self.holders[hashes] = held + 1
                 # held: another holder references the whole chain, every hash a hit
-                hits = len(hashes) if held else _acquire(hashes, counts, known)
+                hits = len(hashes) if held else _acquire(hashes, self.counts, self.known)
                 hit_tokens = hits * hash_tokens
                 remaining = prompt - (hit_tokens if hit_tokens < prefix else prefix)
             else:
                 remaining = prompt
             run.remaining = remaining if remaining > 1 else 1
-            running.append(run)
+            self.running.append(run)
         if waiting:
-            used = private + len(counts) * unit
-            if used > peak:
-                peak = used
-        # 5. fail (`Engine._fail_expired`): resumed calls whose first token is late
-        if pending:
-            watch = []
-            for entry in pending:
-                run, deadline, asked = entry
-                if not run.on or run.todo != asked:
-                    continue  # served its first token, or left the running set
-                if deadline >= t:
-                    watch.append(entry)
-                    continue
-                running.remove(run)
-                run.on = False
-                private -= run.gpu
-                if run.hashes:
-                    _release(run, holders, counts)
-            pending = watch
-        # what `StepStats` reports and `run_reference_stepwise` sums
-        if draining:
-            drain_tokens += step_tokens
-        elif t >= warmup:
-            shared = len(counts) * unit
-            tokens += step_tokens
-            block_steps += private + shared
-            ideal += active / densest + shared
-    return Reference(max(peak, 1), tokens, block_steps, drain_tokens, ideal)
+            self._note_peak()
+
+    def _fail(self, t: int) -> None:
+        """5. fail (`Engine._fail_expired`): resumed calls whose first token is late."""
+        watch = []
+        for entry in self.pending:
+            run, deadline, asked = entry
+            if not run.on or run.todo != asked:
+                continue  # served its first token, or left the running set
+            if deadline >= t:
+                watch.append(entry)
+                continue
+            self.running.remove(run)
+            run.on = False
+            self.private -= run.gpu
+            if run.hashes:
+                _release(run, self.holders, self.counts)
+        self.pending = watch
 
 
 def _acquire(hashes: tuple[int, ...], counts: dict[int, int], known: set[int]) -> int:

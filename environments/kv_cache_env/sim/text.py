@@ -5,9 +5,9 @@ served behind an HTTP chat endpoint decides from the text exactly as it would in
 Format (one header line, one table, a line of waiting requests when any wait, an optional
 candidates line; the header is one line, shown wrapped here):
 
-    turn 3/15 | block 16 | step 1s | gpu 812/1024 used 79.3% cached 40 free 172 | cpu 0/512 |
-        link 42/step backlog 0 | arrivals 7 in 5 steps | queue 2 oldest 2/5 head 96
-        demand 250 preempted 1
+    turn 3/15 | block 16 | step 1s prefill 8192/step | gpu 812/1024 used 79.3% cached 40
+        free 172 | cpu 0/512 | link 42/step backlog 0 | arrivals 7 in 5 steps | queue 2
+        oldest 2/5 head 96 demand 250 preempted 1
     seq type phase prio kv tokens rate priv shared frees out max last loc xfer pause paused
         n pace left
     r12 context decode 0.62 fp16 1840 40 99 16 99 95 512 2 gpu 0 - 0 1 0.80 2
@@ -32,7 +32,7 @@ _COLUMNS = len(TABLE_HEADER.split())
 
 _HEADER = re.compile(
     r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| block (?P<block_size>\d+) \| "
-    r"step (?P<step_seconds>[\d.]+)s \| "
+    r"step (?P<step_seconds>[\d.]+)s prefill (?P<prefill>\d+)/step \| "
     r"gpu (?P<used>\d+)/(?P<capacity>\d+) used [\d.]+% "
     r"cached (?P<cached>\d+) free -?\d+ \| cpu (?P<cpu_used>\d+)/(?P<cpu_capacity>\d+) \| "
     r"link (?:none|(?P<link>\d+)/step backlog (?P<backlog>\d+)) \| "
@@ -46,7 +46,8 @@ _HEADER = re.compile(
 def render(obs: Observation) -> str:
     q = obs.queue
     lines = [
-        f"turn {obs.turn}/{obs.turns} | block {obs.block_size} | step {obs.step_seconds:g}s | "
+        f"turn {obs.turn}/{obs.turns} | block {obs.block_size} | "
+        f"step {obs.step_seconds:g}s prefill {obs.prefill}/step | "
         f"gpu {obs.used}/{obs.capacity} used {obs.usage:.1%} "
         f"cached {obs.cached} free {obs.free} | cpu {obs.cpu_used}/{obs.cpu_capacity} | "
         f"link {f'{obs.link}/step backlog {obs.backlog}' if obs.link else 'none'} | "
@@ -135,6 +136,7 @@ def parse(text: str) -> Observation:
         turns=h["turns"],
         block_size=h["block_size"],
         step_seconds=step_seconds,
+        prefill=h["prefill"],
         capacity=h["capacity"],
         used=h["used"],
         cached=h["cached"],

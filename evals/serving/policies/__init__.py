@@ -6,9 +6,11 @@ from collections.abc import Callable
 
 from .base import OrderedEvictionPolicy, Policy, SimulatorPolicy, blocks_to_free, decide
 from .bound import BoundPolicy
+from .expert import ExpertPolicy
 from .heuristics import HEURISTICS, SESSION_RULES, SINGLE_ACTION
 from .learned import LearnedPolicy
 from .lookahead import BASE_HEURISTICS, LookaheadPolicy
+from .session_rules import MinWastePolicy
 
 _REGISTRY: dict[str, Callable[[], Policy]] = {}
 
@@ -37,8 +39,10 @@ def available() -> list[str]:
 for _cls in (
     *HEURISTICS,
     *SESSION_RULES,
+    MinWastePolicy,
     LearnedPolicy,
     BoundPolicy,
+    ExpertPolicy,
     LookaheadPolicy,
     *SINGLE_ACTION,
 ):
@@ -49,7 +53,7 @@ for _make in BASE_HEURISTICS:  # lookahead's own variants (e.g. priority@0.8), f
 
 REFERENCE = BoundPolicy.name
 """The leaderboard's reference (normalized scores run from noop to it)."""
-NOT_IN_POOL = frozenset({"random", "bound", "lookahead"})
+NOT_IN_POOL = frozenset({"random", "bound", "lookahead", "expert"})
 
 
 def bound_pool() -> list[Callable[[], Policy]]:
@@ -60,7 +64,7 @@ def bound_pool() -> list[Callable[[], Policy]]:
 
 
 BUILTIN: tuple[str, ...] = tuple(
-    c.name for c in (*HEURISTICS, *SESSION_RULES, LearnedPolicy, BoundPolicy)
+    c.name for c in (*HEURISTICS, *SESSION_RULES, MinWastePolicy, LearnedPolicy, BoundPolicy)
 )
 """The policies `kvarena eval` runs by default (the single-action strategies are for checks)."""
 

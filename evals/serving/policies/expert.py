@@ -1,0 +1,174 @@
+"""`expert`: an honest planner, the ceiling for play that sees only what an agent sees.
+
+Every turn it draws `worlds` futures (`worlds.sample_world`: the simulator with every hidden part
+redrawn from the published signal table, given what the observation shows) and plans on them:
+- at its first turn it plays each policy of its pool from here to the end of the episode (drain
+  included) in every world and adopts the best on average as its *incumbent*;
+- every turn it scores, on the same worlds (common random numbers): the incumbent's own move,
+  every other pool policy's, and every macro-action of the bound's (keep / compress / offload /
+  discard the sessions paused on a class of tools, compress running sequences to a usage
+  target, discard the least recently used to a target) plus InferCept's per-session min-waste
+  choice at several weights — each followed by the incumbent to the end;
+- it takes the best move on average, unless it beats the incumbent's own move by less than
+  `margin` (a move chosen among many on a few worlds is partly chosen for its luck); a pool
+  policy that wins becomes the incumbent.
+Its random draws come from a generator seeded by the observation's text (and the scenario's
+name), never by the episode: it is deterministic, and two episodes whose observations agree get
+the same action whatever their hidden parts (tested, with `bound` as the negative control). It
+reads the simulator only to copy it and redraw the hidden fields (`kv_cache_env.sim.hidden`), so
+it runs in-process. It is not in the bound's pool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from kv_cache_env.sim import Action, Observation, Simulator, render
+
+from .base import Policy, SimulatorPolicy
+from .bound import MACROS, Macro, play
+from .heuristics import (
+    CompressAllPolicy,
+    DiscardPausedCompressPolicy,
+    Int8EverythingPolicy,
+    NoopPolicy,
+    OffloadOrDiscardPolicy,
+    SwapPausedCompressPolicy,
+    VllmDefaultPolicy,
+)
+from .session_rules import MinWastePolicy, min_waste_actions
+from .worlds import sample_world
+
+WORLDS = 6
+"""Futures sampled per turn (K)."""
+MARGIN = 0.002
+"""Reward a move must gain over the incumbent's own on average to be taken instead."""
+WASTE_WEIGHTS = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def _min_waste(weight: float) -> Macro:
+    def macro(obs: Observation) -> list[Action]:
+        return min_waste_actions(obs, weight)
+
+    return macro
+
+
+EXPERT_MACROS: tuple[tuple[str, Macro], ...] = (
+    *MACROS,
+    *((f"min-waste:{w:g}", _min_waste(w)) for w in WASTE_WEIGHTS),
+)
+
+POOL: tuple[Callable[[], Policy], ...] = (
+    NoopPolicy,
+    VllmDefaultPolicy,
+    CompressAllPolicy,
+    Int8EverythingPolicy,
+    SwapPausedCompressPolicy,
+    DiscardPausedCompressPolicy,
+    OffloadOrDiscardPolicy,
+    MinWastePolicy,
+)
+"""Stateless rules it may adopt as its incumbent (its own knowledge of good fixed rules)."""
+
+
+class ExpertPolicy(SimulatorPolicy):
+    """Plans on futures sampled from what the observation shows (module doc)."""
+
+    name = "expert"
+    keeps_state = True  # its incumbent
+
+    def __init__(
+        self,
+        *,
+        worlds: int = WORLDS,
+        pool: Sequence[Callable[[], Policy]] = POOL,
+        macros: Sequence[tuple[str, Macro]] = EXPERT_MACROS,
+        margin: float = MARGIN,
+        mask: str | None = None,
+        reveal: frozenset[str] = frozenset(),
+    ) -> None:
+        """`mask` removes one tool from everything it does (ablations); `reveal` tells its
+        worlds some hidden parts truly (`worlds.PARTS`: measurements of what reading the signals
+        could be worth; such a planner is not honest)."""
+        self.worlds = worlds
+        self._factories = tuple(pool)
+        self.macros = tuple(macros)
+        self.margin = margin
+        self.mask = mask
+        self.reveal = frozenset(reveal)
+        self._pool: list[Policy] = []
+        self._incumbent: int | None = None
+        self.plays = 0
+        """Play-outs run so far (its cost)."""
+
+    def reset(self, seed: int) -> None:
+        self._pool = [make() for make in self._factories]
+        if self.mask is not None:
+            from .bound import Masked
+
+            self._pool = [Masked(p, self.mask) for p in self._pool]
+        self._incumbent = None
+
+    def act_in(self, sim: Simulator) -> list[Action]:
+        if not self._pool or sim.turn == 0:
+            self.reset(sim.seed)
+        obs = sim.observe(hints=False)
+        rng = np.random.default_rng(_seed(sim.scenario.name, render(obs)))
+        worlds = [sample_world(sim, rng, self.reveal) for _ in range(self.worlds)]
+        if self._incumbent is None:
+            self._incumbent = self._best_policy(worlds)
+        incumbent = self._pool[self._incumbent]
+        options: dict[tuple[Action, ...], tuple[float, int | None]] = {}
+        own = tuple(self._masked(incumbent.act(obs)))
+        options[own] = (self._score(worlds, list(own), incumbent), None)
+        for index, policy in enumerate(self._pool):
+            move = tuple(self._masked(policy.act(obs)))
+            if move not in options:
+                options[move] = (self._score(worlds, list(move), policy), index)
+        for _, macro in self.macros:
+            move = tuple(self._masked(macro(obs)))
+            if move not in options:
+                options[move] = (self._score(worlds, list(move), incumbent), None)
+        best = max(options, key=lambda m: options[m][0])
+        if options[best][0] < options[own][0] + self.margin:
+            return list(own)
+        switch = options[best][1]
+        if switch is not None:
+            self._incumbent = switch
+        return list(best)
+
+    def _masked(self, actions: list[Action]) -> list[Action]:
+        if self.mask is None:
+            return actions
+        return [a for a in actions if a.kind != self.mask]
+
+    def _score(self, worlds: list[Simulator], first: list[Action], follower: Policy) -> float:
+        total = 0.0
+        for world in worlds:
+            reward, _ = play(world, first, follower)
+            total += reward
+        self.plays += len(worlds)
+        return total / len(worlds)
+
+    def _best_policy(self, worlds: list[Simulator]) -> int:
+        scores = []
+        for policy in self._pool:
+            total = 0.0
+            for world in worlds:
+                reward, _ = play(world, None, policy)
+                total += reward
+            self.plays += len(worlds)
+            scores.append(total)
+        return int(np.argmax(scores))
+
+
+def _seed(scenario: str, text: str) -> int:
+    """The planner's seed: a digest of what it sees (the scenario and the observation)."""
+    digest = hashlib.blake2b(f"{scenario}\n{text}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+__all__ = ["EXPERT_MACROS", "POOL", "WORLDS", "ExpertPolicy"]

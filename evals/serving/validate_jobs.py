@@ -1,0 +1,134 @@
+"""The episodes `kvarena validate` plays, as picklable jobs, and the worker pool that plays them.
+
+A job names its agent by a label (what the checks call it) and says how to build it: a
+registered policy by name, a fixed rule of the grid (the rule object itself), or a planner —
+the bound (plain, with one tool masked, or the deeper search) or the expert (plain, masked, or
+told some hidden parts). Each result keeps the reward, the seven components, the metrics and
+the seconds the agent took; the plain bound's also carries its trajectory's reward with a
+last-turn dump.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.sim import BlockType, Simulator, Status, evict, swap
+from rubrics import score
+
+from ..common.results import episode_result
+from .policies import BoundPolicy, Policy, create, decide
+from .policies.bound import DEEP_MACROS
+from .policies.expert import ExpertPolicy
+
+
+@dataclass(frozen=True)
+class Job:
+    """One episode: `agent` is the label; `rule` (a grid rule) or `kind` says what plays."""
+
+    agent: str
+    scenario: str
+    seed: int
+    kind: str = "policy"
+    """policy (registered, or `rule`), bound, deep, no-<tool>, expert, expert-no-<tool>,
+    expert-told-<part>[+<part>...]."""
+    rule: Policy | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.scenario, self.agent, self.seed)
+
+
+def make_agent(job: Job) -> Policy:
+    if job.rule is not None:
+        return job.rule
+    kind = job.kind
+    if kind == "policy":
+        return create(job.agent)
+    if kind == "bound":
+        return BoundPolicy()
+    if kind == "deep":
+        return BoundPolicy(macros=DEEP_MACROS, continuations=3)
+    if kind.startswith("no-"):
+        return BoundPolicy(mask=kind.removeprefix("no-"))
+    if kind == "expert":
+        return ExpertPolicy()
+    if kind.startswith("expert-no-"):
+        return ExpertPolicy(mask=kind.removeprefix("expert-no-"))
+    if kind.startswith("expert-told-"):
+        return ExpertPolicy(reveal=frozenset(kind.removeprefix("expert-told-").split("+")))
+    raise ValueError(f"unknown agent kind {kind!r}")
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """Play one episode; a crash is a failed result with its error, never lost."""
+    sim = EpisodeSpec(job.scenario, job.seed).simulator()
+    started = time.process_time()
+    dump_reward = None
+    try:
+        agent = make_agent(job)
+        agent.reset(job.seed)
+        while not sim.done:
+            actions = decide(agent, sim)
+            if job.kind == "bound" and sim.turn == sim.scenario.steps - 1:
+                dump_reward = with_dump(sim, actions)
+            if not actions:
+                sim.count_implicit_noop()
+            for action in actions:
+                sim.apply(action)
+            sim.step()
+    except Exception as error:  # a crashing agent is a failed episode, recorded
+        return episode_result(
+            agent=job.agent,
+            scenario=job.scenario,
+            seed=job.seed,
+            record=None,
+            error=f"{type(error).__name__}: {error}",
+        )
+    result = episode_result(
+        agent=job.agent, scenario=job.scenario, seed=job.seed, record=sim.record()
+    )
+    result["seconds"] = time.process_time() - started
+    result["dump_reward"] = dump_reward
+    result["plays"] = getattr(agent, "plays", 0)
+    return result
+
+
+def with_dump(sim: Simulator, actions: list) -> float:
+    """The reward of taking `actions` plus a dump of everything non-system on the last turn
+    (offload, else discard)."""
+    copy = sim.clone()
+    for action in actions:
+        copy.apply(action)
+    for seq in [*copy.engine.running, *copy.engine.paused]:
+        if seq.block_type is BlockType.SYSTEM or seq.status not in (Status.RUNNING, Status.PAUSED):
+            continue
+        if not copy.apply(swap(seq.seq_id)).ok:
+            copy.apply(evict(seq.seq_id))
+    copy.step()
+    return score(copy.record()).reward
+
+
+def run_jobs(
+    jobs: Iterable[Job], workers: int, tick: Callable[[], None] = lambda: None
+) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Every job's result by key; the slow planners first, so the pool never ends on one."""
+    ordered = sorted(jobs, key=lambda j: j.kind == "policy")
+    out: dict[tuple[str, str, int], dict[str, Any]] = {}
+    if workers <= 1:
+        for job in ordered:
+            out[job.key] = run_job(job)
+            tick()
+        return out
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for job, result in zip(ordered, pool.map(run_job, ordered, chunksize=1), strict=True):
+            out[job.key] = result
+            tick()
+    return out
+
+
+__all__ = ["Job", "make_agent", "run_job", "run_jobs", "with_dump"]

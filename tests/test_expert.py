@@ -1,0 +1,115 @@
+"""The honest `expert`: every hidden field is classified, its worlds read only what an agent
+sees, and two episodes that differ only in a hidden part get the same actions while their
+observations agree — which the clairvoyant `bound` fails (the negative control)."""
+
+import numpy as np
+import pytest
+
+from evals.serving.policies import BUILTIN, bound_pool, create
+from evals.serving.policies.bound import MACROS, BoundPolicy
+from evals.serving.policies.expert import ExpertPolicy
+from evals.serving.policies.heuristics import NoopPolicy, OffloadOrDiscardPolicy
+from evals.serving.policies.session_rules import MinWastePolicy
+from evals.serving.policies.worlds import PARTS, sample_world
+from kv_cache_env.sim import Simulator, get_scenario, render
+from kv_cache_env.sim.hidden import unclassified
+from rubrics import score
+
+SCENARIOS = ("agent-tools", "chat-human")
+TURNS = 3  # turns compared per pair (observations rarely agree much longer)
+
+
+def test_every_field_of_the_engines_records_is_classified():
+    assert unclassified() == {}
+
+
+def test_the_expert_is_registered_but_not_run_by_default_nor_in_the_bounds_pool():
+    assert create("expert").name == "expert"
+    assert "expert" not in BUILTIN
+    assert "expert" not in {make().name for make in bound_pool()}
+
+
+def test_a_world_shows_the_same_observation_as_the_episode():
+    for scenario in SCENARIOS:
+        sim = Simulator(get_scenario(scenario), 11)
+        for _ in range(3):
+            sim.step()
+        text = render(sim.observe(hints=False))
+        for k in range(3):
+            world = sample_world(sim, np.random.default_rng(k))
+            assert render(world.observe(hints=False)) == text
+            world.check_invariants()
+            while not world.done:  # and plays on to a scored end
+                world.step()
+            assert np.isfinite(score(world.record()).reward)
+
+
+def _small_expert() -> ExpertPolicy:
+    return ExpertPolicy(
+        worlds=2, pool=(NoopPolicy, OffloadOrDiscardPolicy, MinWastePolicy), macros=MACROS[:6]
+    )
+
+
+def _pairs(scenario: str, count: int):
+    """Episodes at turn 0 and a copy that differs only in one hidden part each."""
+    parts = sorted(PARTS)
+    for i in range(count):
+        sim = Simulator(get_scenario(scenario), 800_000 + i)
+        part = parts[i % len(parts)]
+        twin = sample_world(sim, np.random.default_rng(10_000 + i), PARTS - {part})
+        twin.seed = sim.seed
+        yield part, sim, twin
+
+
+def _agree(make, sim: Simulator, twin: Simulator) -> tuple[int, int]:
+    """Turns compared while the observations agree, and how many got different actions."""
+    a, b = make(), make()
+    a.reset(sim.seed)
+    b.reset(twin.seed)
+    compared = differ = 0
+    for _ in range(TURNS):
+        if sim.done or render(sim.observe(hints=False)) != render(twin.observe(hints=False)):
+            break
+        first, second = a.act_in(sim), b.act_in(twin)
+        compared += 1
+        differ += first != second
+        for action in first:
+            sim.apply(action)
+        for action in second:
+            twin.apply(action)
+        sim.step()
+        twin.step()
+    return compared, differ
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_expert_acts_alike_on_worlds_that_differ_only_in_hidden_parts(scenario):
+    compared = 0
+    for part, sim, twin in _pairs(scenario, 21):
+        turns, differ = _agree(_small_expert, sim, twin)
+        assert differ == 0, (scenario, part, sim.seed)
+        compared += turns
+    assert compared >= 21
+
+
+def test_the_bound_reads_the_future_and_fails_the_same_test():
+    differ = 0
+    for scenario in SCENARIOS:
+        for _, sim, twin in _pairs(scenario, 4):
+            differ += _agree(lambda: BoundPolicy(pool_replays=3), sim, twin)[1]
+    assert differ > 0
+
+
+def test_the_expert_is_deterministic():
+    def episode():
+        sim = Simulator(get_scenario("chat-human"), 5)
+        sim_steps = 4
+        policy = _small_expert()
+        policy.reset(5)
+        for _ in range(sim_steps):
+            for action in policy.act_in(sim):
+                sim.apply(action)
+            sim.step()
+        return sim.record()
+
+    assert episode() == episode()
