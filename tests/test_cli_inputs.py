@@ -101,7 +101,7 @@ AZURE_CASES = {
     ),
     "azure-columns": (_azure("2023-11-16 18:15:47.00,4"), "t.csv:3: expected 3 columns"),
     "azure-header": ("TIME,A,B\n", "t.csv:1: expected header"),
-    "azure-field": (_azure('"' + "x" * 200_000 + '"'), "t.csv:3: field larger than field limit"),
+    "azure-field": (_azure('"' + "x" * 200_000 + '"'), "t.csv:3: a line longer than 64 KiB"),
 }
 
 

@@ -13,9 +13,10 @@ per request from the scenario's mix and ranges with the episode's seed, and docu
 Sessions: Mooncake's chats are read from its chained hashes (`trace_sessions`), its hash blocks
 split into the scenario's engine blocks and private unless several sessions share them; Azure
 requests get sessions drawn from the scenario's session mix (`trace_schedule`).
-A malformed line raises `TraceError` naming the file and the line: bytes that are not UTF-8
-text, and numbers outside `limits` (non-finite or negative timestamps, a span over
-`MAX_TRACE_SPAN_S`, requests over `MAX_REQUEST_TOKENS`), included.
+Files are read through `bounded_read` (`TRACE_LIMITS`: size after decompression, line length,
+UTF-8, gzip that is truncated or corrupt). A malformed line raises `TraceError` naming the file
+and the line: JSON nested too deep and numbers outside `limits` (non-finite or negative
+timestamps, a span over `MAX_TRACE_SPAN_S`, requests over `MAX_REQUEST_TOKENS`) included.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .bounded_read import TRACE_LIMITS, FileReadError, iter_lines
 from .limits import (
     MAX_REQUEST_TOKENS,
     MAX_TRACE_SPAN_S,
@@ -43,7 +45,7 @@ from .limits import (
 from .sim import FollowUp, PauseKind, Scenario, Schedule, get_scenario
 from .sim.frozen import slot_constructor
 from .sim.workload import draw_sessions, make_followup, make_request
-from .trace_data import BUILTIN_TRACES, open_trace_text, resolve_trace, trace_format
+from .trace_data import BUILTIN_TRACES, resolve_trace, trace_format
 
 MOONCAKE_BLOCK_TOKENS = 512
 TRACE_SESSION_MAX_PAUSE_S = 60
@@ -98,8 +100,6 @@ def load_trace(path: str | Path) -> Trace:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         known = ", ".join(BUILTIN_TRACES)
         raise TraceError(f"{path}: no such trace file{hint} (built-in traces: {known})")
-    if file.suffix != ".gz":
-        _check_text(file)
     if trace_format(file) == ".jsonl":
         return replace(load_mooncake(file), path=str(path))
     if trace_format(file) == ".csv":
@@ -111,46 +111,56 @@ def load_mooncake(path: str | Path) -> Trace:
     path = Path(path)
     rows: list[tuple[float, int, int, tuple[int, ...]]] = []
     canon = {}.setdefault
-    with open_trace_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = _json_line(line)
-                if type(item) is not dict:
-                    raise ValueError("not a JSON object")
-                # Fast paths for plain numbers in range (the same values); anything else goes
-                # through `limits` and `_count`, which convert it or say what is wrong. They
-                # save five Python calls per line (~15% of a load).
-                stamp = item["timestamp"]
-                timestamp = float(stamp) / 1000.0 if type(stamp) in _NUMBER else -1.0
-                if not 0 <= timestamp <= MAX_TRACE_SPAN_S:
-                    timestamp = trace_seconds(stamp, "timestamp", 1000.0)
-                input_tokens = item["input_length"]
-                if type(input_tokens) is not int or not 0 <= input_tokens <= MAX_REQUEST_TOKENS:
-                    input_tokens = _count(input_tokens, "input_length")
-                output_tokens = item["output_length"]
-                if type(output_tokens) is not int or not 0 <= output_tokens <= MAX_REQUEST_TOKENS:
-                    output_tokens = _count(output_tokens, "output_length")
-                hashes = item["hash_ids"]
-                # type() is int: JSON ints, never bools (one C-level pass, not 2 isinstance
-                # calls per hash)
-                if not isinstance(hashes, list) or not set(map(type, hashes)) <= _INT_ONLY:
-                    raise ValueError("hash_ids must be a list of integers")
-                expected = math.ceil(input_tokens / MOONCAKE_BLOCK_TOKENS)
-                if len(hashes) != expected:
-                    raise ValueError(
-                        f"{len(hashes)} hash_ids for {input_tokens} tokens (expected {expected})"
-                    )
-                if len(set(hashes)) != len(hashes):
-                    raise ValueError("hash_ids repeat within one request")
-            except (ValueError, KeyError, TypeError) as error:
-                detail = f"missing field {error}" if isinstance(error, KeyError) else str(error)
-                raise TraceError(f"{path}:{number}: {detail}") from None
-            # one int object per distinct hash id (JSON makes a new one per occurrence): a
-            # third of the trace's ids repeat, and each copy costs 28 bytes
-            rows.append((timestamp, input_tokens, output_tokens, tuple(map(canon, hashes, hashes))))
+    for number, line in _trace_lines(path):
+        try:
+            item = _json_line(line)
+            if type(item) is not dict:
+                raise ValueError("not a JSON object")
+            # Fast paths for plain numbers in range (the same values); anything else goes
+            # through `limits` and `_count`, which convert it or say what is wrong. They
+            # save five Python calls per line (~15% of a load).
+            stamp = item["timestamp"]
+            timestamp = float(stamp) / 1000.0 if type(stamp) in _NUMBER else -1.0
+            if not 0 <= timestamp <= MAX_TRACE_SPAN_S:
+                timestamp = trace_seconds(stamp, "timestamp", 1000.0)
+            input_tokens = item["input_length"]
+            if type(input_tokens) is not int or not 0 <= input_tokens <= MAX_REQUEST_TOKENS:
+                input_tokens = _count(input_tokens, "input_length")
+            output_tokens = item["output_length"]
+            if type(output_tokens) is not int or not 0 <= output_tokens <= MAX_REQUEST_TOKENS:
+                output_tokens = _count(output_tokens, "output_length")
+            hashes = item["hash_ids"]
+            # type() is int: JSON ints, never bools (one C-level pass, not 2 isinstance
+            # calls per hash)
+            if not isinstance(hashes, list) or not set(map(type, hashes)) <= _INT_ONLY:
+                raise ValueError("hash_ids must be a list of integers")
+            expected = math.ceil(input_tokens / MOONCAKE_BLOCK_TOKENS)
+            if len(hashes) != expected:
+                raise ValueError(
+                    f"{len(hashes)} hash_ids for {input_tokens} tokens (expected {expected})"
+                )
+            if len(set(hashes)) != len(hashes):
+                raise ValueError("hash_ids repeat within one request")
+        except RecursionError:
+            raise TraceError(f"{path}:{number}: JSON nested too deep") from None
+        except (ValueError, KeyError, TypeError) as error:
+            detail = f"missing field {error}" if isinstance(error, KeyError) else str(error)
+            if "integer string conversion" in detail:
+                detail = "an integer of more than 4,300 digits"
+            raise TraceError(f"{path}:{number}: {detail.splitlines()[0][:200]}") from None
+        # one int object per distinct hash id (JSON makes a new one per occurrence): a
+        # third of the trace's ids repeat, and each copy costs 28 bytes
+        rows.append((timestamp, input_tokens, output_tokens, tuple(map(canon, hashes, hashes))))
     return Trace(str(path), "mooncake", _spread(rows, path), MOONCAKE_BLOCK_TOKENS)
+
+
+def _trace_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line, read within `TRACE_LIMITS`
+    (`bounded_read`: size, compression, line length, UTF-8); TraceError naming FILE[:LINE]."""
+    try:
+        yield from iter_lines(path, TRACE_LIMITS)
+    except FileReadError as error:
+        raise TraceError(str(error)) from None
 
 
 def _json_line(line: str) -> object:
@@ -169,67 +179,49 @@ def _json_line(line: str) -> object:
 def load_azure(path: str | Path) -> Trace:
     path = Path(path)
     rows: list[tuple[float, int, int, tuple[int, ...]]] = []
-    with open_trace_text(path) as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None or [h.strip() for h in header] != [
-            "TIMESTAMP",
-            "ContextTokens",
-            "GeneratedTokens",
-        ]:
-            raise TraceError(f"{path}:1: expected header TIMESTAMP,ContextTokens,GeneratedTokens")
-        start: datetime | None = None
-        parsed: dict[str, datetime] = {}
-        for number, fields in enumerate(_csv_rows(reader, path), start=2):
-            if not fields:
-                continue
-            try:
-                if len(fields) != 3:
-                    raise ValueError(f"expected 3 columns, got {len(fields)}")
-                moment = _azure_time(fields[0], parsed)
-                start = start or moment
-                seconds = (moment - start).total_seconds()
-                check_span(abs(seconds), "TIMESTAMP")
-                rows.append(
-                    (
-                        seconds,
-                        _count(fields[1], "ContextTokens"),
-                        _count(fields[2], "GeneratedTokens"),
-                        (),
-                    )
+    lines = _trace_lines(path)
+    first = next(lines, None)
+    header = _csv_fields(path, *first) if first is not None else None
+    if header is None or [h.strip() for h in header] != [
+        "TIMESTAMP",
+        "ContextTokens",
+        "GeneratedTokens",
+    ]:
+        at = first[0] if first is not None else 1
+        raise TraceError(f"{path}:{at}: expected header TIMESTAMP,ContextTokens,GeneratedTokens")
+    start: datetime | None = None
+    parsed: dict[str, datetime] = {}
+    for number, line in lines:
+        # csv only where a field is quoted: the same fields, a fifth of a load saved
+        fields = line.split(",") if '"' not in line else _csv_fields(path, number, line)
+        if not fields:
+            continue
+        try:
+            if len(fields) != 3:
+                raise ValueError(f"expected 3 columns, got {len(fields)}")
+            moment = _azure_time(fields[0], parsed)
+            start = start or moment
+            seconds = (moment - start).total_seconds()
+            check_span(abs(seconds), "TIMESTAMP")
+            rows.append(
+                (
+                    seconds,
+                    _count(fields[1], "ContextTokens"),
+                    _count(fields[2], "GeneratedTokens"),
+                    (),
                 )
-            except ValueError as error:
-                raise TraceError(f"{path}:{number}: {error}") from None
+            )
+        except ValueError as error:
+            raise TraceError(f"{path}:{number}: {error}") from None
     return Trace(str(path), "azure", _spread(rows, path), None)
 
 
-def _check_text(path: Path) -> None:
-    """TraceError at the first line holding bytes that are not UTF-8 text, or a NUL."""
+def _csv_fields(path: Path, number: int, line: str) -> list[str]:
+    """One CSV line's fields; a line csv cannot split is a TraceError naming it."""
     try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise TraceError(f"{path}: cannot read it ({error.strerror})") from None
-    bad = data.find(b"\0")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        bad = error.start if bad < 0 else min(bad, error.start)
-    if bad >= 0:
-        line = data.count(b"\n", 0, bad) + 1
-        raise TraceError(f"{path}:{line}: not UTF-8 text (a binary file?)")
-
-
-def _csv_rows(reader: Iterator[list[str]], path: Path) -> Iterator[list[str]]:
-    """`reader`'s rows; a row csv cannot split (an over-long field) is a TraceError."""
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as error:
-            line = getattr(reader, "line_num", 0)
-            raise TraceError(f"{path}:{line}: {error}") from None
-        yield row
+        return next(csv.reader((line,)), [])
+    except csv.Error as error:
+        raise TraceError(f"{path}:{number}: {error}") from None
 
 
 def _azure_time(text: str, seconds: dict[str, datetime]) -> datetime:

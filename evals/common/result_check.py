@@ -5,8 +5,9 @@ run is resumed (a bad line is run again, not kept).
 `results.validate` checks what a result means (the reward is the weighted sum, the components
 are the rubric's); it assumes the types are right. This module checks the types first, so a
 line with `components: null` on an ok episode, `reward: "high"`, a string seed,
-`series.usage: "abc"`, NaN or Infinity anywhere, or bytes that are not UTF-8 is reported, never
-a crash.
+`series.usage: "abc"`, NaN or Infinity anywhere, JSON nested deeper than `MAX_JSON_DEPTH`, or
+bytes that are not UTF-8 is reported, never a crash. The file around the lines is read by
+`kv_cache_env.bounded_read` (`RESULTS_LIMITS`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from kv_cache_env.bounded_read import MAX_JSON_DEPTH, too_deep
 
 from .results import validate
 
@@ -39,8 +42,12 @@ def parse_line(line: bytes | str) -> tuple[dict[str, Any] | None, list[str]]:
         return None, [str(error)]
     except json.JSONDecodeError as error:
         return None, [f"not JSON ({error.msg})"]
-    except (ValueError, RecursionError):
-        return None, ["not JSON (nested too deep or a number too long)"]
+    except RecursionError:
+        return None, [f"JSON nested more than {MAX_JSON_DEPTH} deep"]
+    except ValueError:
+        return None, ["not JSON (an integer of more than 4,300 digits)"]
+    if too_deep(line):
+        return None, [f"JSON nested more than {MAX_JSON_DEPTH} deep"]
     problems = check_result(value)
     return (value if not problems else None), problems
 

@@ -12,12 +12,12 @@ one provider cache per strategy, as an eval's back-to-back episodes share an acc
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kv_cache_env.bounded_read import TRANSCRIPT_LIMITS, FileReadError, read_json
 from kv_cache_env.tools import TOOLS
 
 from .provider import CacheUsage, Prices, ProviderCache
@@ -55,9 +55,9 @@ def find_transcripts(paths: Iterable[Path]) -> list[Path]:
 
 def load_transcript(path: Path) -> Transcript:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise TranscriptError(f"{path}: {error}") from None
+        data = read_json(path, TRANSCRIPT_LIMITS)
+    except FileReadError as error:
+        raise TranscriptError(str(error)) from None
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise TranscriptError(f"{path}: not an eval transcript (no 'messages' list)")
     if "history_turns" not in data:

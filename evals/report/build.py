@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kv_cache_env.bounded_read import RESULTS_LIMITS, FileReadError, iter_line_bytes
 from kv_cache_env.sim import SUITE, SUITE_VERSION, TIERS
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
@@ -51,16 +52,13 @@ def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
         if not file.is_file():
             raise ReportError(f"{path}: no results.jsonl here")
         try:
-            data = file.read_bytes()
-        except OSError as error:
-            raise ReportError(f"{file}: cannot read it ({error.strerror})") from None
-        for number, line in enumerate(data.splitlines(), start=1):
-            if not line.strip():
-                continue
-            result, problems = parse_line(line)
-            if result is None:
-                raise ReportError(f"{file}:{number}: {'; '.join(problems)[:300]}")
-            results.append(result)
+            for number, line in iter_line_bytes(file, RESULTS_LIMITS):
+                result, problems = parse_line(line)
+                if result is None:
+                    raise ReportError(f"{file}:{number}: {'; '.join(problems)[:300]}")
+                results.append(result)
+        except FileReadError as error:
+            raise ReportError(str(error)) from None
     if not results:
         raise ReportError("no results to report")
     suites = sorted({str(r["suite_version"]) for r in results})

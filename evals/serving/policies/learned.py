@@ -18,13 +18,13 @@ acts through `act(observation)` and runs behind the policy server like any other
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from kv_cache_env.bounded_read import SMALL_JSON_LIMITS, read_json
 from kv_cache_env.features import (
     GLOBAL,
     HIGH,
@@ -115,7 +115,7 @@ class LinearWeights:
 
     @classmethod
     def load(cls, path: Path = WEIGHTS_FILE) -> LinearWeights:
-        return cls.from_json(json.loads(path.read_text()))
+        return cls.from_json(read_json(path, SMALL_JSON_LIMITS))
 
 
 def inputs(obs: Observation) -> np.ndarray:
