@@ -99,7 +99,8 @@ def test_a_response_fault_that_persists_fails_the_episode_with_its_reason(tmp_pa
     with PolicyServer("lru", faults=faults) as server:
         args = [*EVAL, server.base_url, "-s", "easy", "-n", "2", "--steps", "3", "-c", "1"]
         done = runner.invoke(app, [*args, "--max-retries", "2", "-o", str(out)])
-    assert done.exit_code == 0, done.output
+    assert done.exit_code == 3, done.output  # finished, with a failed episode
+    assert "1 of 2 episode(s) failed" in done.output
     first, second = _lines(out)
     assert first["status"] == "failed" and second["status"] == "ok"
     assert "ProviderError: response is not JSON" in first["error"]

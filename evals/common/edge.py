@@ -9,8 +9,11 @@ anything runs, and anything that still escapes becomes one line, never a traceba
   refused before the run, naming the option.
 - `SafeGroup`: the top-level handler. An unexpected exception prints `error: <type>: <message>`
   on one line and a pointer to `--debug` (or `KVARENA_DEBUG=1`), which shows the traceback.
-  Input errors exit with status 2 (`_fail` in `cli`), an unexpected error with 1, Ctrl-C 130;
-  a closed output pipe (`kvarena ... | head`) ends quietly with 1.
+  Exit statuses: 0 done; 1 an unexpected error, or output that cannot be written
+  (`durable.OutputError`: a full disk, an I/O error); 2 bad input (`InputError`, or a file
+  `bounded_read` refuses); 3 a run that finished with failed episodes
+  (`EXIT_EPISODES_FAILED`); 130 Ctrl-C, 143 SIGTERM. A closed output pipe (`kvarena ... |
+  head`) ends quietly with 1. Every message passes the secret scrubber.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ import typer
 import typer.core
 from typer.exceptions import TyperException
 
+from kv_cache_env.bounded_read import FileReadError
 from kv_cache_env.replies import one_line
+
+from .durable import OutputError
+from .secrets import scrub
+
+EXIT_EPISODES_FAILED = 3
+"""Exit status of a run that finished but recorded failed episodes (0: every episode ok; 1: the
+run stopped on an error; 2: bad input; 130 / 143: interrupted by Ctrl-C / SIGTERM)."""
 
 MAX_WEIGHT = 1e6
 """Largest |weight| accepted: rewards stay finite whatever the components."""
@@ -130,13 +141,16 @@ class SafeGroup(typer.core.TyperGroup):
         # `main` silences the streams and exits 1, as `git log | head` ends quietly.
         except (typer.Exit, typer.Abort, TyperException, BrokenPipeError):
             raise
-        except InputError as error:
-            typer.echo(f"error: {one_line(str(error), 400)}", err=True)
+        except (InputError, FileReadError) as error:
+            typer.echo(f"error: {scrub(one_line(str(error), 400))}", err=True)
             raise typer.Exit(2) from None
+        except OutputError as error:
+            typer.echo(f"error: {scrub(one_line(str(error), 400))}", err=True)
+            raise typer.Exit(1) from None
         except Exception as error:
             if ctx.params.get("debug") or debug_enabled():
                 raise
-            message = one_line(f"{type(error).__name__}: {error}", 300)
+            message = scrub(one_line(f"{type(error).__name__}: {error}", 300))
             typer.echo(
                 f"error: unexpected {message} (a bug; rerun with --debug for the traceback)",
                 err=True,

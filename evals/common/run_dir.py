@@ -1,11 +1,18 @@
 """A run directory: `results.jsonl` written as episodes finish (so an interrupted run keeps what
 it did), resumable, and rewritten in job order at the end (so reruns are byte-identical).
 
+Writes go through `durable`: each episode is appended as one whole line and fsynced; the
+rewrites (the kept lines when resuming, the job order at the end, `run.json`, transcripts)
+replace the file whole by rename. None of `RUN_ENTRIES` may be a symbolic link (`--out` itself
+may be one). A full disk or an I/O error stops the run with `OutputError` (one line), leaving
+`results.jsonl` on a whole line and `run.json` saying `error` with the reason.
+
 Resuming keeps every `ok` episode already in the file and runs the rest again, failed ones
 included; the final file has exactly one line per job. A line cut short by a kill is ignored.
 
 `run.json` is written when the run starts (status "running") and again when it ends, however
-it ends ("complete", "interrupted" on Ctrl-C, "error"), with the episodes on disk by then.
+it ends ("complete"; "interrupted" on Ctrl-C or SIGTERM; "error", with the reason in `error`),
+with the episodes on disk by then.
 `prepare_run_dir` guards a directory that already holds results: `--resume` goes on only when
 its `run.json` matches the new run in everything that changes results (`RESULT_ARGUMENTS` and
 the package version; `episodes` may grow), and says what differs otherwise; `--force` moves
@@ -21,6 +28,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kv_cache_env.bounded_read import (
+    RESULTS_LIMITS,
+    SMALL_JSON_LIMITS,
+    FileReadError,
+    iter_line_bytes,
+    read_json,
+)
+
+from .durable import LineLog, OutputError, describe, refuse_links, write_atomic
 from .edge import InputError, check_out_dir
 from .result_check import parse_line
 from .results import dumps
@@ -44,35 +60,47 @@ class RunDir:
         self.kept: dict[Key, dict[str, Any]] = {}
         self.skipped_lines = 0
         path.mkdir(parents=True, exist_ok=True)
+        refuse_links(path, RUN_ENTRIES)
         if resume and self.results_path.exists():
-            for line in self.results_path.read_bytes().splitlines():
-                result, _ = parse_line(line)
-                if result is None:
-                    self.skipped_lines += 1  # e.g. the last line of a killed run: run again
-                    continue
-                key = result_key(result)
-                if result.get("status") == "ok":
-                    self.kept[key] = result
+            try:
+                for _, line in iter_line_bytes(self.results_path, RESULTS_LIMITS):
+                    result, _ = parse_line(line)
+                    if result is None:
+                        self.skipped_lines += 1  # e.g. the last line of a killed run: run again
+                        continue
+                    key = result_key(result)
+                    if result.get("status") == "ok":
+                        self.kept[key] = result
+            except FileReadError as error:
+                raise InputError(f"--resume: {error}") from None
         self._results: dict[Key, dict[str, Any]] = dict(self.kept)
-        self._sink = self.results_path.open("w", encoding="utf-8")
-        for result in self.kept.values():
-            self._sink.write(dumps(result) + "\n")
-        self._sink.flush()
+        # the kept lines replace the file whole (a cut-off last line and failed episodes go)
+        write_atomic(self.results_path, "".join(dumps(r) + "\n" for r in self.kept.values()))
+        self._log = LineLog(self.results_path)
 
     def done(self, key: Key) -> bool:
         return key in self.kept
 
     def add(self, result: dict[str, Any]) -> None:
+        """Append one episode's line (whole, fsynced); a line too long for any reader to read
+        back is recorded as a failed episode saying so."""
+        line = dumps(result)
+        if len(line) > RESULTS_LIMITS.max_line_bytes:
+            result = _too_long(result, len(line))
+            line = dumps(result)
+        self._log.append(line)
         self._results[result_key(result)] = result
-        self._sink.write(dumps(result) + "\n")
-        self._sink.flush()
 
     def write_transcript(self, result: dict[str, Any], transcript: dict[str, Any]) -> Path:
-        self.transcripts.mkdir(exist_ok=True)
+        refuse_links(self.path, ("transcripts",))
+        try:
+            self.transcripts.mkdir(exist_ok=True)
+        except OSError as error:
+            raise OutputError(f"cannot create {self.transcripts}: {describe(error)}") from None
         scenario, agent, seed = result_key(result)
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{scenario}__{agent}__{seed}") + ".json"
         target = self.transcripts / name
-        target.write_text(json.dumps(transcript, indent=1) + "\n", encoding="utf-8")
+        write_atomic(target, json.dumps(transcript, indent=1) + "\n")
         return target
 
     @property
@@ -80,16 +108,37 @@ class RunDir:
         return list(self._results.values())
 
     def finish(self, order: Iterable[Key]) -> list[dict[str, Any]]:
-        """Rewrite the file in job order; returns the results in that order."""
-        self._sink.close()
+        """Rewrite the file in job order (whole, by rename); returns the results in that order."""
+        self._log.close()
         rank = {key: i for i, key in enumerate(order)}
         ordered = sorted(self._results.values(), key=lambda r: rank.get(result_key(r), len(rank)))
-        self.results_path.write_text("".join(dumps(r) + "\n" for r in ordered), encoding="utf-8")
+        write_atomic(self.results_path, "".join(dumps(r) + "\n" for r in ordered))
         return ordered
 
     def close(self) -> None:
-        if not self._sink.closed:
-            self._sink.close()
+        self._log.close()
+
+
+RUN_ENTRIES = ("results.jsonl", "run.json", "transcripts")
+"""What a run writes inside its directory; none of them may be a symbolic link."""
+
+
+def _too_long(result: dict[str, Any], size: int) -> dict[str, Any]:
+    from .results import episode_result
+
+    return episode_result(
+        agent=str(result["agent"]),
+        scenario=str(result["scenario"]),
+        seed=int(result["seed"]),
+        record=None,
+        error=(
+            f"the episode's result line is {size:,} bytes, over the "
+            f"{RESULTS_LIMITS.max_line_bytes:,}-byte limit of results files (a shorter replay "
+            "or fewer steps fits)"
+        ),
+        usage=result.get("usage"),
+        weights=result.get("weights"),
+    )
 
 
 def _load_run_info(path: Path) -> dict[str, Any] | None:
@@ -97,8 +146,8 @@ def _load_run_info(path: Path) -> dict[str, Any] | None:
     if not file.is_file():
         return None
     try:
-        info = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, OSError):
+        info = read_json(file, SMALL_JSON_LIMITS)
+    except FileReadError:
         return None
     return info if isinstance(info, dict) and isinstance(info.get("arguments"), dict) else None
 
@@ -134,6 +183,12 @@ def prepare_run_dir(path: Path, info: dict[str, Any], *, resume: bool, force: bo
     """Check `path` for a run described by `info` (see the module docstring); returns where
     old results were moved by `force`, else None. InputError says what to do instead."""
     check_out_dir(path)
+    for name in RUN_ENTRIES:
+        if (path / name).is_symlink():
+            raise InputError(
+                f"--out {path}: {name} is a symbolic link; a run directory's entries must be "
+                "plain files (remove the link, or write the run elsewhere)"
+            )
     has_results = (path / "results.jsonl").exists()
     old = _load_run_info(path)
     if force and (has_results or old is not None):
@@ -174,8 +229,11 @@ def write_run_info(
     results: list[dict[str, Any]],
     status: str,
     started: float,
+    error: str | None = None,
 ) -> dict[str, Any]:
-    """Write `run.json`: `info` plus the run's status and episode counts so far."""
+    """Write `run.json` (whole, by rename; in place when the disk is too full for that):
+    `info` plus the run's status, what stopped it (`error`, for status "error") and the
+    episode counts so far."""
     full = {
         **info,
         "status": status,
@@ -183,8 +241,7 @@ def write_run_info(
         "episodes_run": len(results),
         "episodes_failed": sum(1 for r in results if r.get("status") != "ok"),
     }
-    target = path / "run.json"
-    partial = target.with_suffix(".json.tmp")
-    partial.write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
-    partial.replace(target)
+    if error is not None:
+        full["error"] = error
+    write_atomic(path / "run.json", json.dumps(full, indent=2) + "\n", in_place_fallback=True)
     return full

@@ -10,7 +10,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +29,9 @@ from kv_cache_env.responses import ProviderError
 from kv_cache_env.suggest import unknown_name
 
 from ..common.console import console as err_console
-from ..common.edge import InputError, check_out_dir
+from ..common.durable import LineLog, OutputError, describe, refuse_links, write_atomic
+from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_out_dir
+from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.results import dumps
 from ..common.stats import mean_ci
 from .policies import CONTEXT_POLICIES
@@ -73,17 +75,25 @@ def run_context_command(args: ContextEvalArgs) -> None:
     check_out_dir(args.out)
     started = time.perf_counter()
     try:
-        results = run_context_eval(args)
+        with terminate_as_interrupt():
+            results = run_context_eval(args)
     except ContextEvalError as error:
         raise InputError(str(error)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as error:
         err_console.print(f"[yellow]interrupted:[/yellow] finished episodes are in {args.out}")
-        raise typer.Exit(130) from None
+        raise typer.Exit(interrupt_status(error)) from None
     print_context_tables(results)
     err_console.print(
         f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'} in "
         f"{time.perf_counter() - started:.1f}s"
     )
+    failed = sum(1 for r in results if r["status"] != "ok")
+    if failed:
+        err_console.print(
+            f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
+            f"results (exit status {EXIT_EPISODES_FAILED})"
+        )
+        raise typer.Exit(EXIT_EPISODES_FAILED)
 
 
 def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
@@ -116,9 +126,12 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             for agent in agents
             for i in range(args.episodes)
         ]
-        sink = (args.out / "results.jsonl").open("w", encoding="utf-8")
+        refuse_links(args.out, ("results.jsonl", "run.json", "transcripts"))
+        with suppress(FileNotFoundError):
+            (args.out / "results.jsonl").unlink()  # a fresh run (context-eval has no resume)
+        sink = LineLog(args.out / "results.jsonl")
         stack.callback(sink.close)
-        status = "error"
+        status, reason = "error", None
         try:
             with _progress() as progress:
                 task = progress.add_task("episodes", total=len(jobs))
@@ -129,16 +142,22 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
                         result = _play_model(args, endpoint, reader, reader_label, level, seed)
                     else:
                         result = _play_baseline(args, agent, reader, reader_label, level, seed)
+                    sink.append(dumps(result))
                     results.append(result)
-                    sink.write(dumps(result) + "\n")
-                    sink.flush()
                     progress.advance(task)
             status = "complete"
         except KeyboardInterrupt:
             status = "interrupted"
             raise
+        except OutputError as error:
+            reason = str(error)
+            raise
+        except Exception as error:
+            reason = one_line(f"{type(error).__name__}: {error}", 300)
+            raise
         finally:
-            _write_info(args, reader_label, results, status, started)
+            with suppress(OutputError):  # an error on its way out says what went wrong
+                _write_info(args, reader_label, results, status, started, reason)
     return results
 
 
@@ -148,8 +167,10 @@ def _write_info(
     results: list[dict[str, Any]],
     status: str,
     started: float,
+    reason: str | None = None,
 ) -> None:
-    """`run.json`, written however the run ends (status complete / interrupted / error)."""
+    """`run.json`, written however the run ends (status complete / interrupted / error, with
+    what stopped it in `error`); whole, by rename, as `durable` writes."""
     info = {
         "command": "context-eval",
         "arguments": {
@@ -169,7 +190,9 @@ def _write_info(
         "episodes_run": len(results),
         "episodes_failed": sum(1 for r in results if r["status"] != "ok"),
     }
-    (args.out / "run.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    if reason is not None:
+        info["error"] = reason
+    write_atomic(args.out / "run.json", json.dumps(info, indent=2) + "\n", in_place_fallback=True)
 
 
 def _play_baseline(
@@ -250,11 +273,15 @@ def _play_model(
         )
     result["usage"] = transcript.usage.as_dict()
     folder = args.out / "transcripts"
-    folder.mkdir(exist_ok=True)
+    refuse_links(args.out, ("transcripts",))
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as error:
+        raise OutputError(f"cannot create {folder}: {describe(error)}") from None
     name = f"{level}__{agent.replace('/', '_').replace(':', '_')}__{seed}.json"
     record = {"family": "context", "history_turns": 0, "tools": CONTEXT_TOOLS}
     record["messages"] = transcript.messages  # history_turns: play_context_episode's default
-    (folder / name).write_text(json.dumps(record, indent=1) + "\n")
+    write_atomic(folder / name, json.dumps(record, indent=1) + "\n")
     return result
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,12 +15,15 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from kv_cache_env.episodes import EpisodeSpec, load_episode_trace
+from kv_cache_env.replies import one_line
 from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION, canonical_scenario_name
 from kv_cache_env.suggest import unknown_name
 from kv_cache_env.traces import TraceError
 
 from ..common.console import console, progress, split_list, summary_line, versions
-from ..common.edge import InputError, check_options, parse_weights
+from ..common.durable import OutputError
+from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_options, parse_weights
+from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
 from . import policies
 from .jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
@@ -107,16 +111,54 @@ def run_eval(args: EvalArgs) -> None:
     pending = [job for job in jobs if not run.done(job.key)]
     if args.resume:
         console.print(f"resuming {out}: {len(jobs) - len(pending)} of {len(jobs)} episodes kept")
-    write_run_info(out, run_info, run.results, "running", started)
-    _execute(pending, len(jobs), args, spec, local_server, run, run_info, started)
-    results = run.finish(job.key for job in jobs)
+    with _closing(run, run_info, started, len(jobs)):
+        write_run_info(out, run_info, run.results, "running", started)
+        _execute(pending, args, spec, local_server, run)
+        results = run.finish(job.key for job in jobs)
+        run_info = write_run_info(out, run_info, results, "complete", started)
     wall = time.perf_counter() - started
-    run_info = write_run_info(out, run_info, results, "complete", started)
     _print_results(results, args, weight_pairs)
     failed = run_info["episodes_failed"]
-    if failed:
-        console.print(f"[yellow]{failed} episode(s) failed[/yellow]; see 'error' in the results")
     console.print(f"wrote {run.results_path} and {out / 'run.json'} in {wall:.1f}s")
+    if failed:
+        console.print(
+            f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
+            f"results (exit status {EXIT_EPISODES_FAILED})"
+        )
+        raise typer.Exit(EXIT_EPISODES_FAILED)
+
+
+@contextmanager
+def _closing(run: RunDir, run_info: dict[str, Any], started: float, total: int) -> Iterator[None]:
+    """However the run stops before it completes, `run.json` says how (`interrupted` on Ctrl-C
+    or SIGTERM, exit 130 / 143; `error` with the reason otherwise) and every finished episode
+    is already in `results.jsonl`."""
+
+    def close(status: str, reason: str | None = None) -> None:
+        run.close()
+        with suppress(OutputError):  # the error on its way out says what went wrong
+            write_run_info(run.path, run_info, run.results, status, started, error=reason)
+
+    try:
+        with terminate_as_interrupt():
+            yield
+    except KeyboardInterrupt as error:
+        close("interrupted")
+        console.print(
+            f"[yellow]interrupted:[/yellow] {len(run.results)} of {total} episodes kept in "
+            f"{run.results_path}; finish with --resume --out {run.path}"
+        )
+        raise typer.Exit(interrupt_status(error)) from None
+    except OutputError as error:
+        close("error", str(error))
+        console.print(
+            f"{len(run.results)} of {total} episodes kept in {run.results_path}; once the "
+            f"output can be written again, finish with --resume --out {run.path}"
+        )
+        raise
+    except BaseException as error:
+        close("error", one_line(f"{type(error).__name__}: {error}", 300))
+        raise
 
 
 def _print_results(
@@ -165,6 +207,9 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
         raise InputError("--sampling-seed: the Anthropic Messages API takes no seed")
     if args.api_key_var is None:
         args.api_key_var = "ANTHROPIC_API_KEY" if args.api == "anthropic" else "OPENAI_API_KEY"
+    for option, values in (("--policy", args.policy), ("--scenario", args.scenario)):
+        if values is not None and not split_list(values):
+            raise InputError(f"{option}: the list is empty (leave the option out for the default)")
     names = [args.model] if args.model else (split_list(args.policy) or list(policies.BUILTIN))
     if not args.model:
         for name in names:
@@ -282,17 +327,12 @@ def _arguments(
 
 def _execute(
     pending: list[EpisodeJob],
-    total: int,
     args: EvalArgs,
     spec: ModelSpec | None,
     local_server: LocalModelServer | None,
     run: RunDir,
-    run_info: dict[str, Any],
-    started: float,
 ) -> None:
-    """Run the pending episodes into `run`; on Ctrl-C or an error, close the run with that
-    status in `run.json` (every finished episode is already kept)."""
-    status = "error"
+    """Run the pending episodes into `run` (a local model server is stopped however it ends)."""
     try:
         if local_server is not None and pending:
             from ..common.local_model import start_local
@@ -306,20 +346,9 @@ def _execute(
                 run.add(result)
             for _job, result in _run_jobs(computed, args.workers):
                 run.add(result)
-        status = "complete"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        console.print(
-            f"[yellow]interrupted:[/yellow] {len(run.results)} of {total} episodes kept in "
-            f"{run.results_path}; finish with --resume --out {run.path}"
-        )
-        raise typer.Exit(130) from None
     finally:
         if local_server is not None:
             local_server.stop()
-        if status != "complete":
-            run.close()
-            write_run_info(run.path, run_info, run.results, status, started)
 
 
 def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: RunDir) -> None:
@@ -377,9 +406,11 @@ def _play(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, di
         for job in jobs:
             yield job, run_job(job)
         return
-    from concurrent.futures import ProcessPoolExecutor, as_completed  # (start-up time)
+    from concurrent.futures import as_completed  # (start-up time)
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    from ..common.processes import stop_pool, worker_pool
+
+    with worker_pool(workers) as pool:
         futures: dict[Future[dict[str, Any]], EpisodeJob] = {
             pool.submit(run_job, job): job for job in jobs
         }
@@ -387,5 +418,5 @@ def _play(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, di
             for future in as_completed(futures):
                 yield futures[future], future.result()
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            stop_pool(pool)  # an interrupted run does not wait for its workers' episodes
             raise

@@ -1,0 +1,71 @@
+"""The secret scrubber: everything a run writes (results, `run.json`, transcripts, reports, the
+one-line errors it prints) passes `scrub` first.
+
+- API keys: `register_secret(key)` is called where a key is read from the environment; `scrub`
+  then replaces every run of text made of substrings of 8 or more characters of it (an
+  endpoint that echoes a key, or part of one, in an error body) with `[REDACTED]`.
+- URLs: the userinfo (`https://user:pass@host`) and the query string (`?key=...`) of every URL
+  are replaced with `[REDACTED]`, whatever the key (a key inside `--base-url`).
+
+Registered secrets live for the process (the keys of one run); the list is process-wide
+because every writer, however deep, must see it.
+"""
+
+from __future__ import annotations
+
+import re
+
+MIN_SECRET_RUN = 8
+"""Shortest piece of a key that is redacted: shorter runs occur in ordinary text."""
+REDACTED = "[REDACTED]"
+
+_secrets: list[str] = []
+_grams: set[str] = set()
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s\"'<>@]*@")
+_URL_QUERY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s\"'<>?#]*)\?[^\s\"'<>#]*")
+
+
+def register_secret(value: str | None) -> None:
+    """Scrub `value` (and every piece of it of `MIN_SECRET_RUN` or more characters) from
+    everything written from now on; values shorter than that are ignored."""
+    if not value or len(value) < MIN_SECRET_RUN or value in _secrets:
+        return
+    _secrets.append(value)
+    _grams.update(value[i : i + MIN_SECRET_RUN] for i in range(len(value) - MIN_SECRET_RUN + 1))
+
+
+def forget_secrets() -> None:
+    """Drop every registered secret (tests)."""
+    _secrets.clear()
+    _grams.clear()
+
+
+def scrub(text: str) -> str:
+    """`text` without registered secrets or URL userinfo and query strings."""
+    if "://" in text:
+        text = _URL_USERINFO.sub(rf"\1{REDACTED}@", text)
+        text = _URL_QUERY.sub(rf"\1?{REDACTED}", text)
+    if _grams and any(gram in text for gram in _grams):
+        text = _scrub_grams(text)
+    return text
+
+
+def _scrub_grams(text: str) -> str:
+    """Replace every maximal run covered by occurrences of a key's 8-character pieces."""
+    covered: list[tuple[int, int]] = []
+    for gram in _grams:
+        start = text.find(gram)
+        while start >= 0:
+            covered.append((start, start + MIN_SECRET_RUN))
+            start = text.find(gram, start + 1)
+    covered.sort()
+    out, at = [], 0
+    run_start, run_end = covered[0]
+    for start, end in covered[1:]:
+        if start <= run_end:
+            run_end = max(run_end, end)
+            continue
+        out += [text[at:run_start], REDACTED]
+        at, (run_start, run_end) = run_end, (start, end)
+    out += [text[at:run_start], REDACTED, text[run_end:]]
+    return "".join(out)
