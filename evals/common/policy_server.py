@@ -35,10 +35,10 @@ import time
 import zlib
 from collections.abc import Mapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kv_cache_env.context.agent import READER_SYSTEM, context_system_prompt
+from kv_cache_env.replies import one_line
 from kv_cache_env.sim import Action, approx_tokens, parse
 
 from ..context.text_agent import context_text_answer, context_text_calls
@@ -46,6 +46,14 @@ from ..prompt_cache.provider import BreakpointError, ProviderCache, Unit, conten
 from ..prompt_cache.tokens import estimate_tokens
 from ..serving.policies import Policy, SimulatorPolicy, create
 from .faults import INJECTED, inject
+from .http_guard import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    GuardedHandler,
+    GuardedHTTPServer,
+    error_body,
+)
 
 CONTEXT_SYSTEM_START = context_system_prompt(0)[:60]
 """How a request of the conversation-context family is recognised (its system prompt)."""
@@ -104,6 +112,9 @@ class PolicyServer:
         port: int = 0,
         faults: Mapping[int, str] | None = None,
         timeout_s: float = 30.0,
+        max_connections: int = MAX_CONNECTIONS,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
         if host not in LOOPBACK:
             raise ValueError(f"the policy server binds to loopback only, not {host!r}")
@@ -118,8 +129,14 @@ class PolicyServer:
         self.chat_marks: list[list[int]] = []
         """Per chat-completions request: indices of messages carrying `cache_control`."""
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._httpd.daemon_threads = True
+        self._httpd = GuardedHTTPServer(
+            (host, port),
+            _handler_for(self),
+            max_connections=max_connections,
+            header_timeout_s=header_timeout_s,
+            body_timeout_s=body_timeout_s,
+        )
+        self.host = host
         self._thread: threading.Thread | None = None
 
     @property
@@ -127,13 +144,23 @@ class PolicyServer:
         return int(self._httpd.server_address[1])
 
     @property
+    def origin(self) -> str:
+        host = "[::1]" if self.host == "::1" else "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+    @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.origin}/v1"
 
     @property
     def anthropic_base_url(self) -> str:
         """For the `anthropic` SDK, which appends `/v1/messages` itself."""
-        return f"http://127.0.0.1:{self.port}"
+        return self.origin
+
+    @property
+    def refused(self) -> int:
+        """Connections answered 503 because every worker was busy."""
+        return self._httpd.refused
 
     def start(self) -> PolicyServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -183,6 +210,7 @@ class PolicyServer:
             raise ValueError("messages: must be a non-empty list")
         if not isinstance(body.get("max_tokens"), int):
             raise ValueError("max_tokens: Field required")
+        _check_messages_shape(body)
         units, marks = _anthropic_units(body)
         _check_tool_results(messages)
         _check_text_blocks(body)
@@ -244,6 +272,14 @@ class PolicyServer:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ValueError("'messages' must be a non-empty list")
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise ValueError(f"messages[{i}]: must be an object")
+            content = message.get("content")
+            if isinstance(content, list) and not all(
+                isinstance(p, dict) and isinstance(p.get("text", ""), str) for p in content
+            ):
+                raise ValueError(f"messages[{i}].content: parts must be objects with text")
         marks = [i for i, m in enumerate(messages) if _count_marks(m)]
         if len(marks) > 4:
             raise ValueError(
@@ -300,72 +336,57 @@ class PolicyServer:
         }
 
 
-def _handler_for(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
-            return
-
+def _handler_for(server: PolicyServer) -> type[GuardedHandler]:
+    class Handler(GuardedHandler):
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(
+                self.send_json(
                     HTTPStatus.OK,
                     {"object": "list", "data": [{"id": server.policy_name, "object": "model"}]},
                 )
             else:
-                self._send(HTTPStatus.NOT_FOUND, _error(f"no route {self.path}"))
+                self.send_json(HTTPStatus.NOT_FOUND, _error(f"no route {self.path[:200]}"))
 
         def do_POST(self) -> None:
             route = self.path.rstrip("/")
             if route not in ("/v1/chat/completions", "/chat/completions", "/v1/messages"):
-                self._send(HTTPStatus.NOT_FOUND, _error(f"no route {self.path}"))
+                self.send_json(HTTPStatus.NOT_FOUND, _error(f"no route {self.path[:200]}"))
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
+            body = self.read_json()
+            if body is None:
+                return  # answered with its 4xx
             number, fault = server.next_fault()
             if fault == "drop":
                 self.close_connection = True
                 self.connection.close()
                 return
-            if fault == "429":
-                self._send(HTTPStatus.TOO_MANY_REQUESTS, _error("rate limited (injected)"))
-                return
-            if fault == "500":
-                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, _error("server error (injected)"))
+            if fault in ("429", "500"):
+                status = HTTPStatus(int(fault))
+                message = "rate limited" if fault == "429" else "server error"
+                # a 1 ms retry, so tests do not wait
+                self.send_json(
+                    status, _error(f"{message} (injected)"), headers={"retry-after-ms": "1"}
+                )
                 return
             if fault == "timeout":
                 time.sleep(server.timeout_s)
             try:
-                body = json.loads(raw)
-                if not isinstance(body, dict):
-                    raise ValueError("the request body must be a JSON object")
                 if route == "/v1/messages":
                     response = server.messages(body, fault, number)
                 else:
                     response = server.complete(body, fault)
-            except ValueError as error:
-                self._send(HTTPStatus.BAD_REQUEST, _error(str(error)))
+            except (ValueError, TypeError, AttributeError, KeyError) as error:
+                message = one_line(f"malformed request: {error}", 300)
+                self.send_json(HTTPStatus.BAD_REQUEST, _error(message))
+                return
+            except Exception as error:  # a bug answers 500, never a dropped connection
+                message = one_line(f"internal error: {type(error).__name__}: {error}", 300)
+                self.send_json(HTTPStatus.INTERNAL_SERVER_ERROR, error_body(message, 500))
                 return
             if fault in INJECTED and route != "/v1/messages":
-                self._send(HTTPStatus.OK, response, inject(fault, response))
+                self.send_json(HTTPStatus.OK, response, inject(fault, response))
                 return
-            self._send(HTTPStatus.OK, response)
-
-        def _send(
-            self, status: HTTPStatus, payload: Mapping[str, Any], raw: bytes | None = None
-        ) -> None:
-            data = json.dumps(payload).encode() if raw is None else raw
-            try:
-                self.send_response(status)
-                if status in (HTTPStatus.TOO_MANY_REQUESTS, HTTPStatus.INTERNAL_SERVER_ERROR):
-                    self.send_header("retry-after-ms", "1")
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (e.g. its timeout); nothing to do
+            self.send_json(HTTPStatus.OK, response)
 
     return Handler
 
@@ -425,6 +446,32 @@ def _count_marks(value: Any) -> int:
     if isinstance(value, list):
         return sum(_count_marks(v) for v in value)
     return 0
+
+
+def _check_messages_shape(body: Mapping[str, Any]) -> None:
+    """ValueError naming the first field of a Messages request whose type is wrong."""
+    system = body.get("system")
+    if system is not None and not isinstance(system, str | list):
+        raise ValueError("system: must be a string or a list of text blocks")
+    blocks = system if isinstance(system, list) else []
+    for i, message in enumerate(body["messages"]):
+        if not isinstance(message, dict):
+            raise ValueError(f"messages.{i}: must be an object")
+        content = message.get("content")
+        if not isinstance(content, str | list):
+            raise ValueError(f"messages.{i}.content: must be a string or a list of blocks")
+        if isinstance(content, list):
+            blocks = [*blocks, *content]
+    for block in blocks:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise ValueError("content blocks must be objects with a type")
+        if block["type"] == "text" and not isinstance(block.get("text"), str):
+            raise ValueError("text blocks need a text string")
+    tools = body.get("tools")
+    if tools is not None and not (
+        isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
+    ):
+        raise ValueError("tools: must be a list of objects")
 
 
 def _check_tool_results(messages: list[Any]) -> None:
