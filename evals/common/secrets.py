@@ -5,7 +5,10 @@ one-line errors it prints) passes `scrub` first.
   then replaces every run of text made of substrings of 8 or more characters of it (an
   endpoint that echoes a key, or part of one, in an error body) with `[REDACTED]`.
 - URLs: the userinfo (`https://user:pass@host`) and the query string (`?key=...`) of every URL
-  are replaced with `[REDACTED]`, whatever the key (a key inside `--base-url`).
+  are replaced with `[REDACTED]`, whatever the key (a key inside `--base-url`);
+  `register_url_secrets(base_url)` also registers what the URL carries (the password, the
+  Basic authorization an HTTP client derives from it, the query values), for an endpoint
+  that echoes them back elsewhere.
 
 Registered secrets live for the process (the keys of one run); the list is process-wide
 because every writer, however deep, must see it.
@@ -13,7 +16,9 @@ because every writer, however deep, must see it.
 
 from __future__ import annotations
 
+import base64
 import re
+import urllib.parse
 
 MIN_SECRET_RUN = 8
 """Shortest piece of a key that is redacted: shorter runs occur in ordinary text."""
@@ -32,6 +37,23 @@ def register_secret(value: str | None) -> None:
         return
     _secrets.append(value)
     _grams.update(value[i : i + MIN_SECRET_RUN] for i in range(len(value) - MIN_SECRET_RUN + 1))
+
+
+def register_url_secrets(url: str | None) -> None:
+    """Register the secrets a URL carries: the userinfo's password (and the Basic
+    authorization an HTTP client derives from the userinfo, in base64) and every query value,
+    so an endpoint echoing them back is scrubbed too."""
+    if not url or "://" not in url:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        userinfo = parts.netloc.rpartition("@")[0]
+        register_secret(urllib.parse.unquote(parts.password or ""))
+        register_secret(urllib.parse.unquote(parts.username or ""))
+        decoded = ":".join(urllib.parse.unquote(p) for p in userinfo.split(":", 1))
+        register_secret(base64.b64encode(decoded.encode()).decode())
+    for _, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=False):
+        register_secret(value)
 
 
 def forget_secrets() -> None:

@@ -31,8 +31,10 @@ from kv_cache_env.suggest import unknown_name
 from ..common.console import console as err_console
 from ..common.durable import LineLog, OutputError, describe, refuse_links, write_atomic
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_out_dir
+from ..common.hosted_client import openai_client
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.results import dumps
+from ..common.secrets import register_secret
 from ..common.stats import mean_ci
 from .policies import CONTEXT_POLICIES
 from .run import (
@@ -239,9 +241,7 @@ def _play_model(
 
         async def play() -> Transcript:
             # One client per event loop: a client must not outlive the loop it was used in.
-            async with openai.AsyncOpenAI(
-                api_key=key, base_url=base_url, timeout=args.timeout_s, max_retries=4
-            ) as client:
+            async with openai_client(key, base_url, args.timeout_s, 4) as client:
 
                 async def read(context: str, question: str) -> str:
                     if isinstance(reader, ChatReader):
@@ -291,6 +291,7 @@ def _api_key(base_url: str | None, api_key_var: str) -> str:
 
     key = os.environ.get(api_key_var)
     if key:
+        register_secret(key)  # scrubbed from everything written
         return key
     if base_url and base_url.startswith(LOOPBACK_PREFIXES):
         return "not-needed"

@@ -25,6 +25,7 @@ from ..common.durable import OutputError
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_options, parse_weights
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
+from ..common.secrets import scrub
 from . import policies
 from .jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
 from .normalize import normalized_scores
@@ -305,7 +306,8 @@ def _arguments(
     return {
         "policies": None if model else names,
         "model": model,
-        "base_url": args.base_url,
+        "base_url": scrub(args.base_url) if args.base_url else None,  # as written: --resume
+        # compares what run.json holds, and a key in the URL never reaches it
         "api_key_var": args.api_key_var if model else None,
         "api": args.api if model else None,
         "prompt_cache": (DEFAULT_STRATEGY if spec.uses_tiers else "off") if spec else None,

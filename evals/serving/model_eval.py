@@ -26,7 +26,6 @@ from typing import Any, Literal
 import anthropic
 import numpy as np
 import openai
-from openai import AsyncOpenAI
 
 from kv_cache_env.agent import ChatFn, play_episode
 from kv_cache_env.openai_chat import openai_chat
@@ -35,7 +34,9 @@ from kv_cache_env.responses import ProviderError
 from kv_cache_env.sim import Simulator
 from kv_cache_env.tools import TOOLS
 
+from ..common.hosted_client import anthropic_client, openai_client
 from ..common.results import episode_result
+from ..common.secrets import register_secret
 from ..prompt_cache.chat import anthropic_chat, openai_cached_chat
 from ..prompt_cache.minimums import min_cacheable_tokens
 from ..prompt_cache.strategies import DEFAULT_STRATEGY, Planner, make_planner
@@ -89,6 +90,7 @@ def api_key(spec: ModelSpec) -> str:
     """The key from the environment. A loopback endpoint (a local server) needs none."""
     key = os.environ.get(spec.api_key_var)
     if key:
+        register_secret(key)  # scrubbed from everything written
         return key
     if spec.base_url and spec.base_url.startswith(LOOPBACK_PREFIXES):
         return "not-needed"
@@ -99,20 +101,11 @@ def api_key(spec: ModelSpec) -> str:
 
 
 def make_client(spec: ModelSpec) -> Any:
-    """An `AsyncOpenAI`, or an `AsyncAnthropic` for `api="anthropic"`."""
+    """An `AsyncOpenAI`, or an `AsyncAnthropic` for `api="anthropic"`, on the bounded HTTP
+    layer (`hosted_client`: one deadline per attempt, a capped body and Retry-After)."""
     if spec.api == "anthropic":
-        return anthropic.AsyncAnthropic(
-            api_key=api_key(spec),
-            base_url=spec.base_url,
-            timeout=spec.timeout_s,
-            max_retries=spec.max_retries,
-        )
-    return AsyncOpenAI(
-        api_key=api_key(spec),
-        base_url=spec.base_url,
-        timeout=spec.timeout_s,
-        max_retries=spec.max_retries,
-    )
+        return anthropic_client(api_key(spec), spec.base_url, spec.timeout_s, spec.max_retries)
+    return openai_client(api_key(spec), spec.base_url, spec.timeout_s, spec.max_retries)
 
 
 def episode_planner(spec: ModelSpec) -> Planner:
@@ -144,6 +137,14 @@ def request_seeds(sampling_seed: int | None, episode_seed: int) -> Callable[[], 
     return lambda: int(rng.integers(0, 2**31 - 1))
 
 
+def _cause(error: BaseException) -> str:
+    """ " (why: ...)" when an SDK error wraps the reason (a deadline, a refused body)."""
+    cause = error.__cause__
+    if cause is None or str(cause) in str(error):
+        return ""
+    return f" ({type(cause).__name__}: {cause})"
+
+
 async def run_model_episode(
     job: EpisodeJob, spec: ModelSpec, chat: ChatFn
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -158,7 +159,7 @@ async def run_model_episode(
             sim, chat, history_turns=spec.history_turns, hints=spec.hints
         )
     except (openai.OpenAIError, anthropic.AnthropicError, TimeoutError, ProviderError) as error:
-        message = f"{type(error).__name__}: {error}"
+        message = f"{type(error).__name__}: {error}{_cause(error)}"
     except Exception as error:  # a bug must fail this episode, not the run (its reason kept)
         message = f"unexpected {type(error).__name__}: {error}"
     if transcript is None:
