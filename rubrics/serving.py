@@ -26,9 +26,12 @@ agent's job.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from numbers import Real
 
+from kv_cache_env.limits import MAX_WEIGHT
 from kv_cache_env.sim.record import EpisodeRecord
 from kv_cache_env.sim.types import EVICTION_VALUE, BlockType
 
@@ -138,12 +141,19 @@ class Score:
 
 
 def resolve_weights(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Seed weights with `overrides` applied; an unknown component name is an error."""
+    """Seed weights with `overrides` applied; an unknown component name, or a weight that is
+    not a finite number of size at most `MAX_WEIGHT`, is an error."""
     weights = dict(DEFAULT_WEIGHTS)
     for name, weight in (overrides or {}).items():
         if name not in weights:
             known = ", ".join(COMPONENTS)
             raise ValueError(f"unknown rubric component {name!r}; components: {known}")
+        if isinstance(weight, bool) or not isinstance(weight, Real):
+            raise ValueError(f"weight {name!r} must be a number, got {weight!r}")
+        if not math.isfinite(weight) or abs(weight) > MAX_WEIGHT:
+            raise ValueError(
+                f"weight {name!r} must be finite and at most {MAX_WEIGHT:g} in size, got {weight}"
+            )
         weights[name] = float(weight)
     return weights
 

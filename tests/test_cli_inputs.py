@@ -121,7 +121,7 @@ EVAL_OPTION_CASES = {
     "temperature-nan": (["--temperature", "nan"], "--temperature: must be a finite number"),
     "temperature-high": (["--temperature", "7"], "--temperature: must be between 0 and 2"),
     "seed-negative": (["--seed", "-1"], "--seed: must be between 0"),
-    "steps-huge": (["--steps", "1000000000000"], "--steps: must be between 1 and 100000"),
+    "steps-huge": (["--steps", "1000000000000"], "--steps: must be between 1 and 10000,"),
     "episodes-huge": (["-n", "1000000000"], "--episodes: must be between 1 and 100000"),
     "concurrency-huge": (["-c", "100000"], "--concurrency: must be between 1 and 256"),
     "max-tokens-huge": (["--max-tokens", "100000000000"], "--max-tokens: must be between"),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .limits import MAX_EPISODE_STEPS
 from .sim import Scenario, Schedule, Simulator, get_scenario
 from .traces import Trace, load_trace, trace_scenario, trace_schedule
 
@@ -32,7 +33,7 @@ class EpisodeSpec:
     full: bool = False
     """With `trace`: replay the whole trace rather than a seeded window."""
     steps: int | None = None
-    """Turns per episode (default: the scenario's)."""
+    """Turns per episode (default: the scenario's), 1..`MAX_EPISODE_STEPS` (10,000)."""
     block_size: int | None = None
     """Tokens per block (default: the scenario's, or the trace's prefix granularity)."""
 
@@ -42,6 +43,8 @@ class EpisodeSpec:
         return f"trace:{Path(self.trace).name}" if self.trace else self.scenario
 
     def resolve(self) -> tuple[Scenario, Schedule | None]:
+        if self.steps is not None and not 1 <= self.steps <= MAX_EPISODE_STEPS:
+            raise ValueError(f"steps must be between 1 and {MAX_EPISODE_STEPS}, got {self.steps}")
         base = get_scenario(self.scenario)
         changes: dict[str, object] = {}
         if self.steps is not None:

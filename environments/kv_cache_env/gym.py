@@ -27,7 +27,9 @@ The episode terminates after the last turn's engine step and the drain; it is ne
 is trained on); later `reset()` calls draw the next episodes from the same stream. Options
 (`reset(options={...})`): `seed` plays exactly that episode seed (e.g. evaluation seeds 0, 1, ...),
 `scenario` and `trace` switch the episode source (the spaces do not change). Same options and
-actions give the same episode, bit for bit.
+actions give the same episode, bit for bit. Options are checked before anything is stored: an
+unknown option, a seed that is not a non-negative integer, or a scenario or trace that does not
+resolve raises ValueError and leaves the env as it was (the next reset works as before).
 
 ## Observation space (`Dict`)
 - `slots`: `Box(-4, 8, (max_slots, 31), float32)`, one row per sequence holding KV (running,
@@ -61,6 +63,14 @@ registered `vector_entry_point`: `gymnasium.make_vec(TURNS_ENV_ID, num_envs=n,
 vectorization_mode="vector_entry_point", workers=2)`) plays the episodes on one
 `VectorSimulator`, equal step for step to `n` copies behind `SyncVectorEnv`.
 
+## Arguments
+`scenario`, `trace` (as for `kvarena eval`), `steps` (turns per episode, 1..10,000 =
+`kv_cache_env.limits.MAX_EPISODE_STEPS`; default the scenario's 15), `reward`, `weights`
+(overrides of the rubric's weights: known components, finite, |w| <= 10^6, checked when the env
+is made, as the CLI's `--weights`), `max_slots`, `max_calls_per_turn`, `seed_range`. An action
+must be a whole number in range (a NumPy integer, or a float such as 2.0): 0.5, NaN, a bool or
+an out-of-range value raises ValueError, and nothing is applied.
+
 ## Rewards
 - `reward="sparse"` (default, like the LLM environment): 0 on every step, and on the terminal
   step the serving rubric's weighted reward (`rubrics.score`) of the whole episode, drain
@@ -77,13 +87,14 @@ episode metrics) and `reward` (the sparse reward, whatever the mode).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from rubrics import episode_metrics, score
+from rubrics import episode_metrics, resolve_weights, score
 
 from .episodes import TRAIN_SEED_START, EpisodeSpec
 from .features import (
@@ -132,6 +143,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         if not 0 <= seed_range[0] < seed_range[1]:
             raise ValueError(f"seed_range must be (low, high) with 0 <= low < high: {seed_range}")
         EpisodeSpec(scenario, 0, trace, steps=steps).resolve()  # fail on a bad name now
+        resolve_weights(weights)  # unknown, non-finite or huge weights fail now, as in the CLI
         self.scenario = scenario
         self.trace = trace
         self.steps = steps
@@ -161,21 +173,14 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
-        options = dict(options or {})
-        unknown = set(options) - {"seed", "scenario", "trace"}
-        if unknown:
-            known = "scenario, seed, trace"
-            raise ValueError(f"unknown reset options {sorted(unknown)}; known: {known}")
-        if "scenario" in options:
-            self.scenario = str(options["scenario"])
-        if "trace" in options:
-            self.trace = options["trace"]
-        if options.get("seed") is not None:
-            episode_seed = int(options["seed"])
+        scenario, trace, chosen = reset_options(options, self.scenario, self.trace)
+        if chosen is not None:
+            episode_seed = chosen
         else:
             episode_seed = int(self.np_random.integers(*self.seed_range))
-        spec = EpisodeSpec(self.scenario, episode_seed, self.trace, steps=self.steps)
-        self.sim = spec.simulator()
+        spec = EpisodeSpec(scenario, episode_seed, trace, steps=self.steps)
+        self.sim = spec.simulator()  # a bad scenario or trace raises here: nothing is stored
+        self.scenario, self.trace = scenario, trace
         self.episode_seed = episode_seed
         self._potential = 0.0
         self._refresh()
@@ -187,9 +192,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
             raise RuntimeError("call reset() before step()")
         if sim.done:
             raise RuntimeError("the episode is over; call reset()")
-        action = int(action)
-        if not 0 <= action < self.n_actions:
-            raise ValueError(f"action {action} outside Discrete({self.n_actions})")
+        action = int(integral_actions(action, (), self.n_actions - 1))
         info: dict[str, Any] = {}
         end_turn = action == 0
         if not end_turn:
@@ -310,11 +313,7 @@ class ServingTurnsEnv(ServingEnv):
             raise RuntimeError("call reset() before step()")
         if sim.done:
             raise RuntimeError("the episode is over; call reset()")
-        choice = np.asarray(action)
-        if choice.shape != (self.max_slots,) or not self.action_space.contains(
-            choice.astype(np.int64)
-        ):
-            raise ValueError(f"action must be {self.max_slots} choices in 0..{len(TOOLS)}")
+        choice = integral_actions(action, (self.max_slots,), len(TOOLS))
         info: dict[str, Any] = {}
         entries = self._obs.entries
         errors = []
@@ -346,6 +345,54 @@ class ServingTurnsEnv(ServingEnv):
 
     def _mask_for(self, obs: Observation) -> np.ndarray:
         return turns_action_mask(obs, self.max_slots)
+
+
+def integral_actions(
+    action: Any, shape: tuple[int, ...], high: int, what: str = "action"
+) -> np.ndarray:
+    """`action` as int64 of `shape` with every value in 0..`high`. ValueError for anything
+    else: another shape, booleans, NaN, a float that is not a whole number (0.5 is not "keep";
+    2.0 is 2), a value out of range."""
+    choice = np.asarray(action)
+    kind = choice.dtype.kind
+    valid = choice.shape == shape and kind in "iuf"
+    if valid and kind == "f":
+        valid = bool(np.isfinite(choice).all() and (choice == np.rint(choice)).all())
+    out = choice.astype(np.int64) if valid else choice
+    if valid and out.size:
+        valid = bool(out.min() >= 0 and out.max() <= high)
+    if not valid:
+        where = "an integer" if shape == () else f"{shape} integers"
+        shown = np.array2string(choice, threshold=8) if choice.size else repr(action)
+        raise ValueError(f"{what} must be {where} in 0..{high}, got {shown[:120]}")
+    return out
+
+
+def reset_options(
+    options: Mapping[str, Any] | None, scenario: str, trace: str | None
+) -> tuple[str, str | None, int | None]:
+    """(scenario, trace, episode seed or None) after `reset(options=...)`; ValueError for an
+    unknown option or a value of the wrong type, before anything is stored."""
+    options = dict(options or {})
+    unknown = set(options) - {"seed", "scenario", "trace"}
+    if unknown:
+        raise ValueError(f"unknown reset options {sorted(unknown)}; known: scenario, seed, trace")
+    if "scenario" in options:
+        if not isinstance(options["scenario"], str):
+            raise ValueError(f"options['scenario'] must be a name, got {options['scenario']!r}")
+        scenario = options["scenario"]
+    if "trace" in options:
+        if options["trace"] is not None and not isinstance(options["trace"], str | Path):
+            raise ValueError(f"options['trace'] must be a name or path, got {options['trace']!r}")
+        trace = None if options["trace"] is None else str(options["trace"])
+    seed = options.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer):
+            raise ValueError(f"options['seed'] must be an integer, got {seed!r}")
+        if not 0 <= int(seed) < 2**63:
+            raise ValueError(f"options['seed'] must be >= 0, got {seed}")
+        seed = int(seed)
+    return scenario, trace, seed
 
 
 def action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
@@ -420,6 +467,7 @@ __all__ = [
     "ServingTurnsEnv",
     "action_mask",
     "empty_slot_error",
+    "integral_actions",
     "make_vector_env",
     "row_calls",
     "turns_action_mask",

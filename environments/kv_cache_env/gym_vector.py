@@ -73,6 +73,8 @@ from .gym import (
     RewardMode,
     ServingTurnsEnv,
     empty_slot_error,
+    integral_actions,
+    reset_options,
     row_calls,
     turns_action_mask,
 )
@@ -236,15 +238,21 @@ class ServingTurnsVectorEnv(VectorEnv):
                 raise ValueError(
                     f"options['seed'] needs {n} episode seeds, got {len(episode_seed)}"
                 )
+        # every option checked (and each new scenario/trace resolved) before anything is stored
+        sources = {k: options[k] for k in ("scenario", "trace") if k in options}
+        episode_sources = {
+            i: reset_options(sources, self.scenarios[i], self.traces[i])[:2] for i in indices
+        }
+        for scenario, trace in set(episode_sources.values()) if sources else ():
+            EpisodeSpec(scenario, 0, trace, steps=self.steps).resolve()
+        for value in np.ravel(episode_seed) if episode_seed is not None else ():
+            reset_options({"seed": value}, "", None)
         for i in indices:
             if seeds[i] is not None:
                 self._rngs[i], _ = seeding.np_random(seeds[i])
             elif self._rngs[i] is None:
                 self._rngs[i], _ = seeding.np_random()
-            if "scenario" in options:
-                self.scenarios[i] = str(options["scenario"])
-            if "trace" in options:
-                self.traces[i] = options["trace"]
+            self.scenarios[i], self.traces[i] = episode_sources[i]
         chosen = {
             i: None if episode_seed is None else int(np.broadcast_to(episode_seed, n)[i])
             for i in indices
@@ -261,11 +269,7 @@ class ServingTurnsVectorEnv(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         n = self.num_envs
-        choice = np.asarray(actions)
-        if choice.shape != (n, self.max_slots) or not self.action_space.contains(
-            choice.astype(np.int64)
-        ):
-            raise ValueError(f"actions must be ({n}, {self.max_slots}) choices in 0..{len(TOOLS)}")
+        choice = integral_actions(actions, (n, self.max_slots), len(TOOLS), "actions")
         restarting = [int(i) for i in np.flatnonzero(self._autoreset)]
         if restarting and self.autoreset_mode is AutoresetMode.DISABLED:
             raise RuntimeError(

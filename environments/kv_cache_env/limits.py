@@ -1,12 +1,14 @@
-"""The limits a trace replay enforces on the numbers it reads (listed in the README, "Failure
-behaviour"). Every number from a trace file passes through here where its record is parsed, so
-a bad one is a `ValueError` naming the field, which the reader turns into FILE:LINE.
+"""The limits on the numbers kvarena reads (listed on the docs' Failure behaviour page). Every
+number from a trace file passes through here where its record is parsed, so a bad one is a
+`ValueError` naming the field, which the reader turns into FILE:LINE.
 
 - `MAX_REQUEST_TOKENS`: the most prompt (or output) tokens one request may have. It is the
   replay's `max_prompt_tokens` (2^20): a larger request could never be served as recorded.
 - `MAX_TRACE_SPAN_S`: the longest span of arrival times a trace may cover (8 days; the public
   traces cover one hour to one week). `--full` replays one engine step per trace second, so a
   bogus timestamp (1e12 ms) would otherwise ask for billions of steps.
+- `MAX_EPISODE_STEPS`, `MAX_WEIGHT`: the episode length and rubric weights every entry point
+  (the CLI, the Gymnasium envs) accepts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ import math
 
 MAX_REQUEST_TOKENS = 1 << 20
 MAX_TRACE_SPAN_S = 8 * 24 * 3600
+MAX_EPISODE_STEPS = 10_000
+"""Most turns an episode may be asked for (`--steps`, `steps=` of the Gymnasium envs). Building
+a `hard` episode's arrivals takes ~0.6 s per 1,000 steps here (10,000: seconds; 10^7 ran
+over 45 s inside `reset`). A `--full` trace replay sets its own length from the trace."""
+MAX_WEIGHT = 1e6
+"""Largest |weight| of a rubric component (`--weights`, `weights=`): rewards stay finite."""
 
 
 def check_tokens(number: int, name: str) -> int:

@@ -30,6 +30,7 @@ import typer.core
 from typer.exceptions import TyperException
 
 from kv_cache_env.bounded_read import FileReadError
+from kv_cache_env.limits import MAX_EPISODE_STEPS, MAX_WEIGHT
 from kv_cache_env.replies import one_line
 
 from .durable import OutputError
@@ -39,13 +40,11 @@ EXIT_EPISODES_FAILED = 3
 """Exit status of a run that finished but recorded failed episodes (0: every episode ok; 1: the
 run stopped on an error; 2: bad input; 130 / 143: interrupted by Ctrl-C / SIGTERM)."""
 
-MAX_WEIGHT = 1e6
-"""Largest |weight| accepted: rewards stay finite whatever the components."""
 
 OPTION_LIMITS: dict[str, tuple[float, float]] = {
     "--episodes": (1, 100_000),
     "--seed": (0, 2**62),
-    "--steps": (1, 100_000),
+    "--steps": (1, MAX_EPISODE_STEPS),
     "--concurrency": (1, 256),
     "--workers": (1, 256),
     "--history-turns": (0, 100_000),
