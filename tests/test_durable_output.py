@@ -205,3 +205,24 @@ def test_a_line_cut_by_a_full_disk_is_taken_back(tmp_path, monkeypatch):
 def test_new_files_get_the_usual_permissions(tmp_path):
     write_atomic(tmp_path / "x.json", "{}\n")
     assert (tmp_path / "x.json").stat().st_mode & 0o777 == durable.FILE_MODE
+
+
+def test_several_files_appear_together_or_not_at_all(tmp_path, monkeypatch):
+    from evals.common.durable import write_all_atomic
+
+    (tmp_path / "a.md").write_text("old a\n")
+    real_stage = durable._stage
+
+    def second_fails(path: Path, data: bytes) -> str:
+        if path.name == "b.html":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_stage(path, data)
+
+    monkeypatch.setattr(durable, "_stage", second_fails)
+    with pytest.raises(OutputError, match="b.html: No space left on device"):
+        write_all_atomic([(tmp_path / "a.md", "new a\n"), (tmp_path / "b.html", "b\n")])
+    assert (tmp_path / "a.md").read_text() == "old a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"]
+    monkeypatch.undo()
+    write_all_atomic([(tmp_path / "a.md", "new a\n"), (tmp_path / "b.html", "b\n")])
+    assert (tmp_path / "a.md").read_text() == "new a\n" and (tmp_path / "b.html").exists()

@@ -5,7 +5,8 @@ passes the secret scrubber (`secrets.scrub`), and a full or failing disk is one 
 
 - `write_atomic(path, text)`: a temporary file beside `path` (a fresh name, created
   exclusively, so never through a link), fsync, then renamed over `path` (a rename replaces a
-  link; it never writes through one). `in_place_fallback=True` (`run.json`): when the disk is
+  link; it never writes through one). `write_all_atomic` does it for several files at once:
+  all renamed, or none. `in_place_fallback=True` (`run.json`): when the disk is
   too full for the temporary file, the old file is overwritten in place if its allocated blocks
   hold the new text, so the run's final status is still recorded.
 - `LineLog`: a file opened for appending (a link is refused); `append(line)` writes one whole
@@ -61,28 +62,52 @@ def refuse_links(directory: Path, names: Iterable[str]) -> None:
 
 def write_atomic(path: Path, text: str, *, in_place_fallback: bool = False) -> None:
     """`path` holds `text` (scrubbed) in full, or keeps what it held: OutputError otherwise."""
-    data = scrub(text).encode("utf-8")
     try:
-        descriptor, temporary = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
-        )
-    except OSError as error:
-        if in_place_fallback and _overwrite_in_place(path, data):
+        write_all_atomic([(path, text)])
+    except OutputError:
+        if in_place_fallback and _overwrite_in_place(path, scrub(text).encode("utf-8")):
             return
-        raise OutputError(f"cannot write {path}: {describe(error)}") from None
+        raise
+
+
+def write_all_atomic(files: Iterable[tuple[Path, str]]) -> None:
+    """Every `(path, text)` written whole, or none of them changed: each text goes to a
+    temporary file beside its path first, and only when all are on disk are they renamed into
+    place (a report's files appear together or not at all)."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, text in files:
+            try:
+                staged.append((_stage(path, scrub(text).encode("utf-8")), path))
+            except OSError as error:
+                raise OutputError(f"cannot write {path}: {describe(error)}") from None
+        for temporary, path in staged:
+            try:
+                os.replace(temporary, path)
+            except OSError as error:
+                raise OutputError(f"cannot write {path}: {describe(error)}") from None
+    finally:
+        for temporary, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)  # gone already once renamed
+
+
+def _stage(path: Path, data: bytes) -> str:
+    """A fresh temporary file beside `path` holding `data`, fsynced; its name."""
+    descriptor, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(descriptor, "wb") as handle:
             os.fchmod(descriptor, FILE_MODE)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError as error:
+    except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-        if in_place_fallback and _overwrite_in_place(path, data):
-            return
-        raise OutputError(f"cannot write {path}: {describe(error)}") from None
+        raise
+    return temporary
 
 
 def _overwrite_in_place(path: Path, data: bytes) -> bool:

@@ -20,7 +20,7 @@ from kv_cache_env.bounded_read import RESULTS_LIMITS, FileReadError, iter_line_b
 from kv_cache_env.sim import SUITE, SUITE_VERSION, TIERS
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
-from ..common.durable import write_atomic
+from ..common.durable import write_all_atomic
 from ..common.result_check import parse_line
 from ..common.stats import mean_ci
 from ..prompt_cache.dollars import mean_episode_cost
@@ -459,10 +459,10 @@ def build_report(
     ranking = rank_agents(results, scenarios, reference)
     source = reference_source or _reference_source(results, reference)
     out.mkdir(parents=True, exist_ok=True)
-    # each file whole or not at all (`durable`): a full disk leaves no half-written report
-    write_atomic(out / "leaderboard.md", render_markdown(rows, ranking, source))
+    # both files whole or neither (`durable`): a full disk leaves no half-written report
+    markdown = render_markdown(rows, ranking, source)
     page = render_html(rows, ranking, build_figures(rows, ranking), sources, source)
-    write_atomic(out / "index.html", page)
+    write_all_atomic([(out / "leaderboard.md", markdown), (out / "index.html", page)])
     return rows
 
 
