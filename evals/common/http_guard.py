@@ -58,6 +58,9 @@ class GuardedHTTPServer(HTTPServer):
     """`HTTPServer` with the module's bounds: a worker pool, deadlines and a 503 beyond it."""
 
     daemon_threads = True
+    request_queue_size = MAX_CONNECTIONS
+    """The listen backlog: a burst of the largest --concurrency waits to be accepted (5, the
+    default, drops connections beyond it until the client's SYN retry a second later)."""
 
     def __init__(
         self,
