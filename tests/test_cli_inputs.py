@@ -240,7 +240,7 @@ REPORT_CASES = {
     "reward-string": (
         "reward",
         "high",
-        "results.jsonl:2: reward must be a finite number, got string",
+        "results.jsonl:2: reward must be a finite number of size at most 1e12, got string",
     ),
     "series-string": (
         "series.usage",
@@ -252,7 +252,7 @@ REPORT_CASES = {
     "usage-negative": (
         "usage",
         {"input_tokens": -1},
-        "results.jsonl:2: usage must be an object of non-negative",
+        "results.jsonl:2: usage must be an object of integers between 0 and 2^53",
     ),
     "weights-missing": ("weights", {}, "results.jsonl:2: weights lack"),
     "status-odd": ("status", "maybe", "results.jsonl:2: status must be 'ok' or 'failed'"),

@@ -54,6 +54,9 @@ OPTION_LIMITS: dict[str, tuple[float, float]] = {
     "--sampling-seed": (0, 2**62),
     "--max-tokens": (1, 1 << 20),
     "--max-blocks": (1, 1 << 20),
+    "--price-in": (0, 1e6),
+    "--price-cached": (0, 1e6),
+    "--price-write": (0, 1e6),
 }
 """Inclusive ranges of the numeric options (documented in the README)."""
 

@@ -60,8 +60,23 @@ def check_result(value: object) -> list[str]:
     return problems or validate(value)
 
 
+MAX_MAGNITUDE = 1e12
+"""Largest |value| of a reward, component, metric, weight or series entry: far above any the
+rubric gives (rewards and components are O(1), counts of a full replay stay under 10^7), and
+far enough below the float limit that sums and means over millions of episodes stay finite."""
+MAX_TOKENS = 2**53
+"""Largest token count in `usage`: exact as a float, so prices multiply it without overflow."""
+MAX_SEED = 2**63 - 1
+
+
 def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number (not a bool) that is finite and at most `MAX_MAGNITUDE` in size. An integer
+    of hundreds of digits fails here, before any arithmetic turns it into an OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, int):
+        return -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE
+    return math.isfinite(value) and abs(value) <= MAX_MAGNITUDE
 
 
 def _int(value: object) -> bool:
@@ -75,13 +90,15 @@ def _numbers(value: object, name: str, *, nullable_values: bool = False) -> str 
         if item is None and nullable_values:
             continue
         if not _finite(item):
-            return f"{name}.{key} must be a finite number, got {_kind(item)}"
+            return f"{name}.{key} must be a finite number of size at most 1e12, got {_kind(item)}"
     return None
 
 
 def _kind(value: object) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and not _finite(value):
+        return f"{float(value):.3g}" if abs(value) < 1e300 else "a number over 1e300"
     return {type(None): "null", bool: "boolean", str: "string", list: "array", dict: "object"}.get(
         type(value), "number"
     )
@@ -101,12 +118,19 @@ def _type_problems(result: dict[str, Any]) -> list[str]:
         if name in result:
             expect(isinstance(get(name), str), f"{name} must be a string, got {_kind(get(name))}")
     if "seed" in result:
-        expect(_int(get("seed")), f"seed must be an integer, got {_kind(get('seed'))}")
+        seed = get("seed")
+        expect(_int(seed), f"seed must be an integer, got {_kind(seed)}")
+        if _int(seed):
+            shown = str(seed) if len(str(seed)) <= 20 else f"an integer of {len(str(seed))} digits"
+            expect(0 <= seed <= MAX_SEED, f"seed must be between 0 and 2^63 - 1, got {shown}")
     if "error" in result:
         expect(get("error") is None or isinstance(get("error"), str), "error must be a string")
     if get("reward") is not None:
         reward = get("reward")
-        expect(_finite(reward), f"reward must be a finite number, got {_kind(reward)}")
+        expect(
+            _finite(reward),
+            f"reward must be a finite number of size at most 1e12, got {_kind(reward)}",
+        )
     if "weights" in result:
         problem = _numbers(get("weights"), "weights")
         expect(problem is None, problem or "")
@@ -125,9 +149,11 @@ def _type_problems(result: dict[str, Any]) -> list[str]:
                     problems.append(f"series.{key} must be an array of finite numbers")
                     break
     usage = get("usage")
-    usage_ok = isinstance(usage, dict) and all(_int(v) and v >= 0 for v in usage.values())
+    usage_ok = isinstance(usage, dict) and all(
+        _int(v) and 0 <= v <= MAX_TOKENS for v in usage.values()
+    )
     if usage is not None and not usage_ok:
-        problems.append("usage must be an object of non-negative integers")
+        problems.append("usage must be an object of integers between 0 and 2^53")
     record = get("record")
     if ok and "record" in result:
         expect(isinstance(record, dict), f"record must be an object, got {_kind(record)}")

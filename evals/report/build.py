@@ -9,9 +9,10 @@ their rewards are not averaged (there are none).
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from ..prompt_cache.provider import Prices
 from ..serving.normalize import FLOOR, MIN_RANGE, normalized_scores
 from ..serving.policies import REFERENCE
 from ..serving.summary import group_results
+from .display import display_name, html_text, markdown_cell, unsafe_html
 from .ranking import RESAMPLES, Ranked, Ranking, rank_agents
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -41,13 +43,29 @@ METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+NOTE_NAMES = 10
+"""Scenario names listed in the ranking's note; more are counted."""
+
+
 class ReportError(ValueError):
     """A results file that cannot be read; the message names the file and line."""
 
 
 def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """Results from run directories (their `results.jsonl`) or results files."""
+    """Results from run directories (their `results.jsonl`) or results files (`read_results`,
+    its duplicate count dropped)."""
+    return read_results(paths)[0]
+
+
+def read_results(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], int]:
+    """(results, duplicates): every line of the run directories (their `results.jsonl`) or
+    results files, read within `RESULTS_LIMITS` and checked (`result_check`). A line repeating
+    an earlier one's (scenario, agent, seed) byte for byte is counted once (`duplicates` says
+    how many were dropped: the same run given twice); one that repeats the key with other
+    content is refused, naming both lines."""
     results: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, str, int], tuple[str, bytes]] = {}
+    duplicates = 0
     for path in paths:
         file = path / "results.jsonl" if path.is_dir() else path
         if not file.is_file():
@@ -57,6 +75,24 @@ def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
                 result, problems = parse_line(line)
                 if result is None:
                     raise ReportError(f"{file}:{number}: {'; '.join(problems)[:300]}")
+                key = (
+                    str(result["suite_version"]),
+                    result["scenario"],
+                    result["agent"],
+                    result["seed"],
+                )
+                digest = hashlib.sha256(line.strip()).digest()
+                if key in seen:
+                    where, before = seen[key]
+                    if before != digest:
+                        raise ReportError(
+                            f"{file}:{number}: {display_name(key[2])} on {display_name(key[1])} "
+                            f"seed {key[3]} is also at {where} with other results (one episode "
+                            "per agent, scenario and seed)"
+                        )
+                    duplicates += 1
+                    continue
+                seen[key] = (f"{file}:{number}", digest)
                 results.append(result)
         except FileReadError as error:
             raise ReportError(str(error)) from None
@@ -72,7 +108,7 @@ def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
             f"results of serving suite v{suites[0]}: this kvarena reports suite v{SUITE_VERSION} "
             "(rerun the evaluation with it)"
         )
-    return results
+    return results, duplicates
 
 
 @dataclass(frozen=True)
@@ -195,8 +231,11 @@ def _cells(row: Row, cost: bool = False) -> list[tuple[str, float | str]]:
     mean, half = row.reward
     reward = "–" if mean != mean else f"{mean:+.3f} ± {half:.3f}"
     cells: list[tuple[str, float | str]] = [
-        (row.scenario, f"{scenario_order(row.scenario)[0]:02d}{row.scenario}"),
-        (row.agent, row.agent),
+        (
+            display_name(row.scenario),
+            f"{scenario_order(row.scenario)[0]:02d}{display_name(row.scenario)}",
+        ),
+        (display_name(row.agent), display_name(row.agent)),
         (str(row.episodes), row.episodes),
         (str(row.failed), row.failed),
         (reward, _key(mean)),
@@ -227,7 +266,7 @@ def _ranking_headers(ranking: Ranking) -> list[str]:
         "rank 95% interval",
         "agent",
         "normalized score (95% CI)",
-        *ranking.normalized,
+        *(display_name(sc) for sc in ranking.normalized),
         "mean reward",
         "episodes",
     ]
@@ -244,7 +283,7 @@ def _ranking_cells(row: Ranked, ranking: Ranking) -> list[tuple[str, float | str
     cells: list[tuple[str, float | str]] = [
         ("–" if row.rank is None else str(row.rank), row.rank if row.rank is not None else 1e9),
         (interval, row.rank_interval[0] if row.rank_interval else 1e9),
-        (row.agent, row.agent),
+        (display_name(row.agent), display_name(row.agent)),
         (score, _key(row.score if row.score is not None else float("nan"))),
     ]
     for scenario in ranking.normalized:
@@ -255,13 +294,18 @@ def _ranking_cells(row: Ranked, ranking: Ranking) -> list[tuple[str, float | str
     return cells
 
 
-def ranking_note(ranking: Ranking, reference: str) -> str:
-    """How the ranking was computed, in one paragraph."""
+def ranking_note(
+    ranking: Ranking, reference: str, name: Callable[[str], str] = display_name
+) -> str:
+    """How the ranking was computed, in one paragraph; `name` shows a scenario's name (cleaned
+    for the output: `markdown_cell` for Markdown)."""
     left_out = [sc for sc in ranking.scenarios if sc not in ranking.normalized]
     why = ""
     if left_out:
+        shown = ", ".join(name(sc) for sc in left_out[:NOTE_NAMES])
+        more = f" and {len(left_out) - NOTE_NAMES} more" if len(left_out) > NOTE_NAMES else ""
         why = (
-            f" Not in the mean ({', '.join(left_out)}): no noop and bound on the same seeds, or a "
+            f" Not in the mean ({shown}{more}): no noop and bound on the same seeds, or a "
             f"range (bound − noop) under {MIN_RANGE}."
         )
     return (
@@ -281,16 +325,17 @@ def render_markdown(rows: Sequence[Row], ranking: Ranking, reference: str) -> st
     lines = [
         "# kvcache-arena leaderboard",
         "",
-        f"Serving suite version {SUITE_VERSION}. " + ranking_note(ranking, reference),
+        f"Serving suite version {SUITE_VERSION}. "
+        + ranking_note(ranking, reference, markdown_cell),
         "",
         "## Ranking",
         "",
-        "| " + " | ".join(rank_headers) + " |",
+        "| " + " | ".join(markdown_cell(h) for h in rank_headers) + " |",
         "|" + "|".join("---" if h == "agent" else "---:" for h in rank_headers) + "|",
     ]
     for ranked in ranking.rows:
         cells = _ranking_cells(ranked, ranking)
-        lines.append("| " + " | ".join(text for text, _ in cells) + " |")
+        lines.append("| " + " | ".join(markdown_cell(text) for text, _ in cells) + " |")
     lines += [
         "",
         "## Every agent on every scenario",
@@ -307,7 +352,7 @@ def render_markdown(rows: Sequence[Row], ranking: Ranking, reference: str) -> st
         "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|",
     ]
     for row in rows:
-        lines.append("| " + " | ".join(text for text, _ in _cells(row, cost)) + " |")
+        lines.append("| " + " | ".join(markdown_cell(t) for t, _ in _cells(row, cost)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -355,13 +400,13 @@ figcaption { margin-bottom: 0.4rem; }
 
 def _table(table_id: str, headers: Sequence[str], rows: Sequence[tuple[str, list]]) -> str:
     """A sortable table: rows are (css class, [(text, sort value), ...])."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    head = "".join(f"<th>{html_text(h)}</th>" for h in headers)
     body = []
     for css, cells in rows:
-        tds = "".join(
-            f'<td data-sort="{html.escape(str(value))}">{html.escape(text)}</td>'
-            for text, value in cells
-        )
+        plain = [(str(text), str(value)) for text, value in cells]
+        if unsafe_html(" ".join(t + " " + v for t, v in plain)):  # a name to escape: rare
+            plain = [(html_text(t), html_text(v)) for t, v in plain]
+        tds = "".join(f'<td data-sort="{value}">{text}</td>' for text, value in plain)
         body.append(f"<tr{f' class={css!r}' if css else ''}>{tds}</tr>")
     return (
         f"<div class='scroll'><table class='sortable' id='{table_id}'><thead><tr>{head}"
@@ -399,7 +444,7 @@ def render_html(
         f"<style>{_STYLE}</style></head><body>"
         "<h1>kvcache-arena leaderboard</h1>"
         f"<p class='note'>Serving suite v{SUITE_VERSION}; {len(sources)} run(s): "
-        f"{html.escape(', '.join(sources))}.</p>"
+        f"{', '.join(html_text(source, 200) for source in sources)}.</p>"
         f"<h2>Ranking</h2>{ranking_table}"
         f"<p class='note'>{html.escape(ranking_note(ranking, reference))} Click a column "
         "header to sort.</p>"

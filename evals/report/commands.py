@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..common.console import console
-from ..common.edge import InputError, check_out_dir
+from ..common.edge import InputError, check_options, check_out_dir
 
 
 def report_command(
@@ -30,16 +30,24 @@ def report_command(
     """Build leaderboard.md and a self-contained index.html from one or more runs; with the
     three prices, also the input cost per episode in dollars from the recorded usage."""
     from ..prompt_cache.provider import Prices
-    from .build import ReportError, build_report, load_results, shipped_reference, to_dataset
+    from .build import ReportError, build_report, read_results, shipped_reference, to_dataset
 
+    check_options(
+        {"--price-in": price_in, "--price-cached": price_cached, "--price-write": price_write}
+    )
     given = [p for p in (price_in, price_cached, price_write) if p is not None]
     if len(given) not in (0, 3):
         raise InputError("give all three of --price-in, --price-cached and --price-write, or none")
     prices = Prices(*given) if given else None
     try:
-        results = load_results(runs)
+        results, duplicates = read_results(runs)
     except ReportError as error:
         raise InputError(str(error)) from None
+    if duplicates:
+        console.print(
+            f"{duplicates} duplicate line(s) (the same scenario, agent, seed and content as an "
+            "earlier line: the same run given twice?) counted once"
+        )
     check_out_dir(out)
     if dataset is not None and dataset.exists() and not dataset.is_dir():
         raise InputError(f"--dataset {dataset}: exists and is not a directory")

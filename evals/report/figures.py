@@ -9,17 +9,19 @@ agents take the seven remaining hues, then the same hues dashed, dotted, ...
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
 from ..serving.normalize import FLOOR
 from ..serving.policies import REFERENCE
+from .display import FIGURE_NAME_CHARS, display_name
+from .ranking import Ranking
 from .svg import Series, bar_chart, dot_chart, line_panels
 
 if TYPE_CHECKING:
     from .build import Row
-    from .ranking import Ranking
 
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
 """Okabe-Ito's hues but black (kept for the bound)."""
@@ -39,8 +41,39 @@ def agent_styles(agents: Sequence[str]) -> dict[str, tuple[str, str]]:
     return {a: styles[a] for a in agents}
 
 
+FIGURE_AGENTS = 20
+"""Agents drawn in a figure: the best ranked (noop and the bound always among them, as the
+scale's ends); every agent stays in the tables."""
+FIGURE_SCENARIOS = 12
+"""Scenarios drawn (markers of the score chart, panels of the usage chart), in display order."""
+
+
+def shown_agents(ranking: Ranking) -> list[str]:
+    """The agents the figures draw, in rank order (`FIGURE_AGENTS`)."""
+    ranked = [r.agent for r in ranking.rows]
+    anchors = [a for a in ranked if a in (FLOOR, REFERENCE)]
+    others = [a for a in ranked if a not in (FLOOR, REFERENCE)]
+    keep = set(anchors) | set(others[: max(0, FIGURE_AGENTS - len(anchors))])
+    return [a for a in ranked if a in keep]
+
+
 def build_figures(rows: Sequence[Row], ranking: Ranking) -> dict[str, str]:
-    """Figure title -> inline SVG, in reading order."""
+    """Figure title -> inline SVG, in reading order. However many agents and scenarios the
+    results hold, each figure draws at most `FIGURE_AGENTS` agents and `FIGURE_SCENARIOS`
+    scenarios (its title says so when it leaves some out), with names cut to
+    `FIGURE_NAME_CHARS`: its size is bounded."""
+    agents = shown_agents(ranking)
+    keep = set(agents)
+    scenarios = ranking.scenarios[:FIGURE_SCENARIOS]
+    drawn = set(scenarios)
+    shown = Ranking(
+        [r for r in ranking.rows if r.agent in keep],
+        scenarios,
+        [sc for sc in ranking.normalized if sc in drawn],
+        ranking.ranges,
+    )
+    rows = [r for r in rows if r.agent in keep and r.scenario in drawn]
+    note = _left_out(len(ranking.rows) - len(agents), len(ranking.scenarios) - len(scenarios))
     out: dict[str, str] = {}
     for title, draw in (
         ("Normalized score by scenario (0 = noop, 1 = the bound)", _normalized),
@@ -48,10 +81,20 @@ def build_figures(rows: Sequence[Row], ranking: Ranking) -> dict[str, str]:
         ("Failures and pressure steps per episode", _failures),
         ("Memory usage over the episode (bands: < 0.8 best, 0.8-0.95, 0.95-1, full)", _usage),
     ):
-        svg = draw(rows, ranking, title)
+        svg = draw(rows, shown, title + note)
         if svg is not None:
-            out[title] = svg
+            out[title + note] = svg
     return out
+
+
+def _left_out(agents: int, scenarios: int) -> str:
+    counts = ((agents, "agents"), (scenarios, "scenarios"))
+    parts = [f"{n:,} more {what}" for n, what in counts if n]
+    return f" [{' and '.join(parts)} in the tables]" if parts else ""
+
+
+def _label(name: str) -> str:
+    return display_name(name, FIGURE_NAME_CHARS)
 
 
 def _normalized(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
@@ -67,13 +110,16 @@ def _normalized(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None
     colours = (*OKABE_ITO, REFERENCE_BLACK)
     series = [
         Series(
-            sc, [r.per_scenario.get(sc) for r in agents], colours[k % 8], marker=MARKERS[k // 8 % 4]
+            _label(sc),
+            [r.per_scenario.get(sc) for r in agents],
+            colours[k % 8],
+            marker=MARKERS[k // 8 % 4],
         )
         for k, sc in enumerate(ranking.normalized)
     ]
     series.append(Series("suite mean", [r.score for r in agents], REFERENCE_BLACK, marker="|"))
     return dot_chart(
-        [r.agent for r in agents],
+        [_label(r.agent) for r in agents],
         series,
         x_label="normalized score",
         title=title,
@@ -81,60 +127,91 @@ def _normalized(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None
     )
 
 
-def _by_agent(rows: Sequence[Row], agent: str, pick) -> float:
-    values = [pick(r) for r in rows if r.agent == agent and r.ok]
+def _ok_rows(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """Agent -> its rows with at least one ok episode (one pass over the rows)."""
+    by_agent: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.ok:
+            by_agent.setdefault(row.agent, []).append(row)
+    return by_agent
+
+
+def _mean_of(rows: Sequence[Row], pick) -> float:
+    values = [pick(r) for r in rows]
     return sum(values) / len(values) if values else float("nan")
 
 
 def _components(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
     """Stacked weighted components per agent, penalties to the left of 0."""
-    agents = [r.agent for r in ranking.rows if any(x.agent == r.agent and x.ok for x in rows)]
+    ok = _ok_rows(rows)
+    agents = [r.agent for r in ranking.rows if r.agent in ok]
     if len(agents) * len(COMPONENTS) < 2 or not agents:
         return None
     colours = (*OKABE_ITO, REFERENCE_BLACK)
     series = [
         Series(
             c,
-            [
-                DEFAULT_WEIGHTS[c] * _by_agent(rows, a, lambda r, c=c: r.components[c])
-                for a in agents
-            ],
+            [DEFAULT_WEIGHTS[c] * _mean_of(ok[a], lambda r, c=c: r.components[c]) for a in agents],
             colours[j % 8],
         )
         for j, c in enumerate(COMPONENTS)
     ]
     return bar_chart(
-        agents, series, stacked=True, x_label="weighted contribution to reward", title=title
+        [_label(a) for a in agents],
+        series,
+        stacked=True,
+        x_label="weighted contribution to reward",
+        title=title,
     )
 
 
 def _failures(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
-    agents = [r.agent for r in ranking.rows if any(x.agent == r.agent and x.ok for x in rows)]
+    ok = _ok_rows(rows)
+    agents = [r.agent for r in ranking.rows if r.agent in ok]
     if not agents:
         return None
     series = [
-        Series(label, [_by_agent(rows, a, lambda r, k=key: r.metrics[k]) for a in agents], colour)
+        Series(label, [_mean_of(ok[a], lambda r, k=key: r.metrics[k]) for a in agents], colour)
         for label, key, colour in (
             ("failures / episode", "failures", "#D55E00"),
             ("pressure steps / episode", "pressure_steps", "#56B4E9"),
         )
     ]
-    return bar_chart(agents, series, stacked=False, x_label="per episode", title=title)
+    return bar_chart(
+        [_label(a) for a in agents], series, stacked=False, x_label="per episode", title=title
+    )
+
+
+MAX_LINE_POINTS = 400
+"""Points of one line in the usage chart: a longer series (a full trace replay has thousands of
+turns) is drawn as that many bucket means."""
+
+
+def _thin(values: Sequence[float]) -> list[float]:
+    """`values` as at most `MAX_LINE_POINTS` bucket means (the same list when shorter)."""
+    if len(values) <= MAX_LINE_POINTS:
+        return list(values)
+    edges = [round(i * len(values) / MAX_LINE_POINTS) for i in range(MAX_LINE_POINTS + 1)]
+    return [sum(values[a:b]) / (b - a) for a, b in pairwise(edges) if b > a]
 
 
 def _usage(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
     """One panel per scenario (four to a row), one line per agent."""
     styles = agent_styles([r.agent for r in ranking.rows])
     panels = []
+    by_scenario: dict[str, dict[str, Row]] = {}
+    for row in rows:
+        if row.usage:
+            by_scenario.setdefault(row.scenario, {})[row.agent] = row
     for scenario in ranking.scenarios:
-        mine = {r.agent: r for r in rows if r.scenario == scenario and r.usage}
+        mine = by_scenario.get(scenario, {})
         lines = [
-            Series(agent, mine[agent].usage, colour, dash)
+            Series(_label(agent), _thin(mine[agent].usage), colour, dash)
             for agent, (colour, dash) in styles.items()
             if agent in mine
         ]
         if lines:
-            panels.append((scenario, lines))
+            panels.append((_label(scenario), lines))
     if not panels or max(len(s.values) for _, lines in panels for s in lines) < 2:
         return None
     return line_panels(
