@@ -66,7 +66,8 @@ t = time.perf_counter(); rows = build.leaderboard(results); marks["rows"] = time
 scenarios = sorted({r.scenario for r in rows}, key=build.scenario_order)
 t = time.perf_counter(); ranking = rank_agents(results, scenarios)
 marks["ranking"] = time.perf_counter() - t
-t = time.perf_counter(); figs = build_figures(rows, ranking); marks["figures"] = time.perf_counter() - t
+t = time.perf_counter(); figs = build_figures(rows, ranking)
+marks["figures"] = time.perf_counter() - t
 t = time.perf_counter()
 markdown = build.render_markdown(rows, ranking, "the runs")
 page = build.render_html(rows, ranking, figs, [sys.argv[1]], "the runs")

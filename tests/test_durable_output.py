@@ -219,7 +219,7 @@ def test_several_files_appear_together_or_not_at_all(tmp_path, monkeypatch):
         return real_stage(path, data)
 
     monkeypatch.setattr(durable, "_stage", second_fails)
-    with pytest.raises(OutputError, match="b.html: No space left on device"):
+    with pytest.raises(OutputError, match=r"b\.html: No space left on device"):
         write_all_atomic([(tmp_path / "a.md", "new a\n"), (tmp_path / "b.html", "b\n")])
     assert (tmp_path / "a.md").read_text() == "old a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"]

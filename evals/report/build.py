@@ -17,7 +17,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kv_cache_env.bounded_read import RESULTS_LIMITS, FileReadError, iter_line_bytes
+from kv_cache_env.bounded_read import (
+    RESULTS_LIMITS,
+    SMALL_JSON_LIMITS,
+    FileReadError,
+    iter_line_bytes,
+    read_json,
+)
 from kv_cache_env.sim import SUITE, SUITE_VERSION, TIERS
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
@@ -539,7 +545,9 @@ def shipped_reference(
     weights: dict[tuple[str, int], dict[str, float]] = {}
     for path in paths:
         info = _run_info(path)
-        arguments = info.get("arguments", {}) if info else {}
+        arguments = info.get("arguments") if info else None
+        if not isinstance(arguments, dict):
+            continue
         if not (
             info
             and info.get("source_digest") == table.digest
@@ -569,12 +577,15 @@ def shipped_reference(
 def _run_info(path: Path) -> dict[str, Any] | None:
     file = (path if path.is_dir() else path.parent) / "run.json"
     try:
-        info = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        info = read_json(file, SMALL_JSON_LIMITS)  # bounded: a run.json may be anything
+    except FileReadError:
         return None
     return info if isinstance(info, dict) else None
 
 
 def _results_of(path: Path) -> list[dict[str, Any]]:
-    file = path / "results.jsonl" if path.is_dir() else path
-    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line]
+    """The checked results of one path (`load_results` read them already: none is refused)."""
+    try:
+        return read_results([path])[0]
+    except ReportError:
+        return []
