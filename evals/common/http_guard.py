@@ -82,6 +82,8 @@ class GuardedHTTPServer(HTTPServer):
         self._workers = ThreadPoolExecutor(max_connections, thread_name_prefix="http")
         self._refusers = ThreadPoolExecutor(4, thread_name_prefix="http-busy")
         self._deadlines: dict[socket.socket, float] = {}
+        self._active: set[socket.socket] = set()
+        """Connections a worker holds (closed by `server_close`)."""
         self._expired: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -99,9 +101,13 @@ class GuardedHTTPServer(HTTPServer):
             except RuntimeError:  # shutting down
                 self.shutdown_request(request)
             return
+        with self._lock:
+            self._active.add(request)
         try:
             self._workers.submit(self._work, request, client_address)
         except RuntimeError:
+            with self._lock:
+                self._active.discard(request)
             self._slots.release()
             self.shutdown_request(request)
 
@@ -114,6 +120,7 @@ class GuardedHTTPServer(HTTPServer):
             self.disarm(request)
             with self._lock:
                 self._expired.discard(request)
+                self._active.discard(request)
             self.shutdown_request(request)
             self._slots.release()
 
@@ -167,8 +174,15 @@ class GuardedHTTPServer(HTTPServer):
                     sock.shutdown(socket.SHUT_RD)
 
     def server_close(self) -> None:
+        """Stop listening and end every connection now: a worker blocked reading an idle
+        client would otherwise hold the process's exit until its deadline."""
         self._closing.set()
         super().server_close()
+        with self._lock:
+            active = list(self._active)
+        for sock in active:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         self._workers.shutdown(wait=False, cancel_futures=True)
         self._refusers.shutdown(wait=False, cancel_futures=True)
 
