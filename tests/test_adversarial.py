@@ -125,6 +125,12 @@ def test_context_eval_survives_every_fault_class(tmp_path):
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
 
 
+def _default_sigint() -> None:
+    """In the child: Ctrl-C's default action, whatever the test run inherited (a suite started
+    in the background by a non-interactive shell ignores SIGINT, and so would the eval)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_mid_run_keeps_every_finished_episode_and_writes_run_json(tmp_path):
     out = tmp_path / "int"
     faults = dict.fromkeys(range(7, 13), "timeout")  # slow the middle of the run down
@@ -138,6 +144,7 @@ def test_sigint_mid_run_keeps_every_finished_episode_and_writes_run_json(tmp_pat
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            preexec_fn=_default_sigint,
         )
         results = out / "results.jsonl"
         deadline = time.time() + 120
