@@ -112,6 +112,38 @@ def test_sigterm_closes_the_run_as_interrupted_and_resume_finishes_it(tmp_path):
     assert results.read_bytes().count(b"\n") == 6
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_a_line_is_fsynced_keeps_the_line_and_its_record(
+    tmp_path, monkeypatch, signum
+):
+    """The signal lands once the whole line is written, during its fsync (as a reader may
+    already have seen it): the run stops after the line and its record are both kept."""
+    from evals.common import durable
+    from evals.common.processes import Terminated, terminate_as_interrupt
+    from evals.common.run_dir import RunDir
+    from evals.serving.jobs import EpisodeJob, run_job
+    from kv_cache_env.episodes import EpisodeSpec
+
+    first, second = (run_job(EpisodeJob("lru", EpisodeSpec("easy", s, steps=3))) for s in (0, 1))
+    run = RunDir(tmp_path / "run")
+    run.add(first)
+    real_fsync = durable.os.fsync
+
+    def fsync_then_signal(descriptor: int) -> None:
+        real_fsync(descriptor)
+        signal.raise_signal(signum)
+
+    monkeypatch.setattr(durable.os, "fsync", fsync_then_signal)
+    expected = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    with pytest.raises(expected), terminate_as_interrupt():
+        run.add(second)
+    monkeypatch.undo()
+    run.close()
+    lines = run.results_path.read_bytes().splitlines()
+    assert len(lines) == len(run.results) == 2
+    assert [json.loads(line)["seed"] for line in lines] == [0, 1]
+
+
 class _Crashing(NoopPolicy):
     def act(self, observation):  # type: ignore[no-untyped-def]
         raise RuntimeError("this policy always fails")

@@ -10,6 +10,9 @@
 - `terminate_as_interrupt()`: while active, SIGTERM raises `Terminated` (a KeyboardInterrupt),
   so a run stopped by `kill` or a CI timeout closes as one stopped by Ctrl-C: every finished
   episode kept, `run.json` `interrupted`, exit status 143 (130 for Ctrl-C).
+- `interrupts_deferred()`: Ctrl-C and SIGTERM wait until the block is done, then act as they
+  would have: a result line and its record are written together or not at all (an interrupt
+  that landed while a whole line was being fsynced used to take the line back).
 """
 
 from __future__ import annotations
@@ -102,6 +105,36 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def interrupts_deferred(
+    signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM),
+) -> Iterator[None]:
+    """Hold `signums` until the block ends, then hand each one caught to the handler that was in
+    place (Ctrl-C's KeyboardInterrupt, `terminate_as_interrupt`'s `Terminated`, asyncio's
+    cancelling handler, or the default action). Python runs signal handlers in the main thread
+    only, so elsewhere this is a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+    previous: dict[int, Any] = {}
+    try:
+        for signum in signums:
+            if signal.getsignal(signum) is None:  # a handler not set from Python: leave it
+                continue
+            previous[signum] = signal.signal(signum, lambda n, frame: caught.append((n, frame)))
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum, frame in caught:
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
 
 
 def interrupt_status(error: KeyboardInterrupt) -> int:

@@ -38,6 +38,7 @@ from kv_cache_env.bounded_read import (
 
 from .durable import LineLog, OutputError, describe, refuse_links, write_atomic
 from .edge import InputError, check_out_dir
+from .processes import interrupts_deferred
 from .result_check import parse_line
 from .results import dumps
 
@@ -88,8 +89,9 @@ class RunDir:
         if len(line) > RESULTS_LIMITS.max_line_bytes:
             result = _too_long(result, len(line))
             line = dumps(result)
-        self._log.append(line)
-        self._results[result_key(result)] = result
+        with interrupts_deferred():  # the line and its record together, or neither
+            self._log.append(line)
+            self._results[result_key(result)] = result
 
     def write_transcript(self, result: dict[str, Any], transcript: dict[str, Any]) -> Path:
         refuse_links(self.path, ("transcripts",))

@@ -32,7 +32,7 @@ from ..common.console import console as err_console
 from ..common.durable import LineLog, OutputError, describe, refuse_links, write_atomic
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_out_dir
 from ..common.hosted_client import openai_client
-from ..common.processes import interrupt_status, terminate_as_interrupt
+from ..common.processes import interrupt_status, interrupts_deferred, terminate_as_interrupt
 from ..common.results import dumps
 from ..common.secrets import register_secret
 from ..common.stats import mean_ci
@@ -144,8 +144,9 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
                         result = _play_model(args, endpoint, reader, reader_label, level, seed)
                     else:
                         result = _play_baseline(args, agent, reader, reader_label, level, seed)
-                    sink.append(dumps(result))
-                    results.append(result)
+                    with interrupts_deferred():  # the line and its record, or neither
+                        sink.append(dumps(result))
+                        results.append(result)
                     progress.advance(task)
             status = "complete"
         except KeyboardInterrupt:
