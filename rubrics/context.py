@@ -13,8 +13,13 @@ and their weighted sum. Penalties are negative numbers, so the reward is
   prompt, the answer-bearing statements still to be asked and the newest message), capped at
   the lean oracle's saving, and scaled by the share of right answers: in [0, 1]. An empty
   cache saves nothing when it answers nothing.
-- recall_cost: minus the recall calls per question, uncapped: every recall is a search plus a
-  prefill of the recalled blocks (latency); the blocks themselves already count in memory.
+- recall_cost: minus the latency recalls added, in time-to-first-token budgets per question,
+  uncapped: `sum(recall_latency_s) / (RECALL_SLO_S * questions)`. One recall's latency is
+  `RECALL_SEARCH_S + tokens_returned / RECALL_PREFILL_TOKENS_PER_S` (`episode.recall_latency_s`:
+  0.1 s of search, then the returned tokens prefilled at 4096 tokens/s), so a recall costs what
+  it brings back: a 200-token turn 0.15 s, 0.74 of one 0.2 s budget. A recall that spends a
+  whole budget costs as much as one right answer earns. The recalled blocks themselves count
+  against the cache budget like any others (an OOM if they do not fit).
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from kv_cache_env.context.episode import ContextRecord
+
+RECALL_SLO_S = 0.2
+"""Time-to-first-token objective of a chat answer, against which recall latency is priced
+(200 ms: the chat-application TTFT target in vLLM's guidellm documentation)."""
 
 ComponentFn = Callable[[ContextRecord], float]
 
@@ -48,7 +57,7 @@ def memory_saving(record: ContextRecord) -> float:
 
 
 def recall_cost(record: ContextRecord) -> float:
-    return -record.recalls / max(1, len(record.questions))
+    return -record.recall_latency_s / (RECALL_SLO_S * max(1, len(record.questions)))
 
 
 CONTEXT_COMPONENTS: Mapping[str, ComponentFn] = {
@@ -61,7 +70,7 @@ CONTEXT_WEIGHTS: Mapping[str, float] = {
     "answer_quality": 1.0,
     "oom_penalty": 0.15,
     "memory_saving": 0.2,
-    "recall_cost": 0.1,
+    "recall_cost": 1.0,
 }
 
 
@@ -100,6 +109,7 @@ def context_metrics(record: ContextRecord) -> dict[str, float]:
         ),
         "max_active_blocks": float(max(record.active_blocks, default=0)),
         "recalls": float(record.recalls),
+        "recall_latency_s": record.recall_latency_s,
         "archived_turns": float(record.archived_turns),
         "invalid_actions": float(record.invalid_actions),
     }

@@ -1,13 +1,24 @@
 """Issue 16's archive and episode fixes inside real episodes: tool output archived with its
-turn, superseded facts marked, a turn recalled again once its copy is evicted, `fact_visible`
-by statement span, and an observation that shows roles and text but never `kind`."""
+turn, recall ranked by the query alone and priced by what it brings back, a turn recalled
+again once its copy is evicted, `fact_visible` by statement span, and an observation that shows
+roles and text but never `kind`."""
 
 from __future__ import annotations
 
+import pytest
+
 from evals.context.policies import oracle, trt_lru
 from kv_cache_env.context.agent import render_context
+from kv_cache_env.context.archive import fts_query
 from kv_cache_env.context.conversation import generate_conversation
-from kv_cache_env.context.episode import ContextEpisode
+from kv_cache_env.context.episode import (
+    RECALL_PREFILL_TOKENS_PER_S,
+    RECALL_SEARCH_S,
+    ContextEpisode,
+    recall_latency_s,
+)
+from kv_cache_env.context.extractive import extractive_answer
+from rubrics.context import RECALL_SLO_S, context_score
 from kv_cache_env.context.types import Conversation, Question
 from kv_cache_env.context.values import names_value
 
@@ -42,17 +53,46 @@ def test_tool_output_is_archived_with_its_turn_and_recalled() -> None:
         assert stored[0].user_index in [t.user_index for t in found]
 
 
-def test_superseded_turns_are_marked_and_recall_prefers_the_current_one() -> None:
+def test_recall_ranks_by_the_query_alone_and_the_reader_places_copies_in_time() -> None:
     conversation, question = _find("hard", "updated")
     with ContextEpisode(conversation) as episode:
         _until(episode, question.message_index)
         turns = episode.archive.turns()
-        superseded = [t for t in turns if t.superseded]
-        assert superseded, "the turn with the stale value is marked"
-        assert all(not names_value(t.user_text, question.values[0]) for t in superseded)
         ranked = episode.archive.recall(question.text, k=len(turns))
-        flags = [t.superseded for t in ranked]
-        assert flags == sorted(flags)  # every current turn before every superseded one
+        rows = episode.archive._db.execute(
+            "SELECT t.user_index, bm25(turns_fts) FROM turns_fts JOIN turns AS t"
+            " ON t.id = turns_fts.rowid WHERE turns_fts MATCH ? ORDER BY t.user_index",
+            (fts_query(question.text),),
+        ).fetchall()
+        score = dict(rows)
+        keys = [(score[t.user_index], t.user_index) for t in ranked]
+        assert keys == sorted(keys)  # bm25 of the query, then the older turn: nothing else
+    # a recalled stale value stands at its original message: the later update still wins
+    text = (
+        "user #4: My locker code is 5512 these days.\n"
+        "user #9: [recalled turn from message 2] User: My locker code is 4471."
+    )
+    assert extractive_answer(text, "What is my locker code?") == (
+        "My locker code is 5512 these days."
+    )
+
+
+def test_recall_is_priced_by_the_tokens_it_brings_back() -> None:
+    conversation, question = _find("hard", "direct")
+    with ContextEpisode(conversation) as episode:
+        _until(episode, question.message_index)
+        assert episode.recall("zzzz qqqq") == "recall: no archived turn matches"
+        assert episode.record().recall_latency_s == pytest.approx(RECALL_SEARCH_S)
+        episode.recall(question.text)
+        tokens = episode.cache.message(episode.cache.n_messages - 1).n_tokens
+        record = episode.record()
+    assert record.recalled_tokens == tokens
+    assert recall_latency_s(tokens) == RECALL_SEARCH_S + tokens / RECALL_PREFILL_TOKENS_PER_S
+    assert record.recall_latency_s == pytest.approx(2 * RECALL_SEARCH_S + tokens / 4096)
+    components, _ = context_score(record)
+    assert components["recall_cost"] == pytest.approx(
+        -record.recall_latency_s / (RECALL_SLO_S * max(1, len(record.questions)))
+    )
 
 
 def test_a_turn_is_recalled_again_after_its_copy_is_evicted() -> None:

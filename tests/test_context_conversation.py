@@ -323,14 +323,15 @@ def test_reader_picks_the_best_matching_latest_sentence() -> None:
     assert "4471" in two and "9130" in two
 
 
-def test_reader_prefers_current_values_over_outdated_recalled_ones() -> None:
-    text = (
-        "user: So my locker code is 5512 these days.\n"
-        "user: [recalled turn, outdated] User: My locker code is 4471."
+def test_reader_places_a_recalled_copy_at_its_original_message() -> None:
+    stale = "user #3: My locker code is 4471.\n"
+    update = "user #7: So my locker code is 5512 these days.\n"
+    copy = "user #12: [recalled turn from message 3] User: My locker code is 4471."
+    assert extractive_answer(stale + update + copy, "What is my locker code?") == (
+        "So my locker code is 5512 these days."
     )
-    assert extractive_answer(text, "What is my locker code?") == (
-        "user: So my locker code is 5512 these days."
-    )
+    # recalled after an update that has left the view, the stale copy is all there is
+    assert "4471" in extractive_answer(copy, "What is my locker code?")
 
 
 def test_sentences_split_at_stops_and_lines() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -93,9 +95,11 @@ def test_memory_saving_is_measured_against_the_lean_oracle_and_pays_only_for_ans
     assert answer_quality(half) == (2 + 0 - 0.25) / 4
 
 
-def test_every_recall_is_charged() -> None:
-    few = _record(["correct"] * 6, active=12, lean=12, recalls=6)
-    many = dataclasses.replace(few, recalls=102)
-    assert recall_cost(few) == -1.0
-    assert recall_cost(many) == -17.0
+def test_recall_is_charged_by_its_latency_in_answer_budgets() -> None:
+    few = dataclasses.replace(
+        _record(["correct"] * 6, active=12, lean=12, recalls=6), recall_latency_s=1.2
+    )
+    many = dataclasses.replace(few, recalls=102, recall_latency_s=20.4)
+    assert recall_cost(few) == pytest.approx(-1.0)  # 1.2 s over 6 questions of 0.2 s each
+    assert recall_cost(many) == pytest.approx(-17.0)  # uncapped
     assert context_score(many)[1] < context_score(few)[1]

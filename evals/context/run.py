@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kv_cache_env.context import CONTEXT_SUITE_VERSION
 from kv_cache_env.context.conversation import generate_conversation
 from kv_cache_env.context.episode import ContextEpisode, ContextRecord
 from kv_cache_env.context.readers import ChatReader, Reader, extractive_reader
@@ -74,6 +75,7 @@ def context_result(
 ) -> dict[str, Any]:
     if record is None:
         return {
+            "suite_version": CONTEXT_SUITE_VERSION,
             "agent": agent,
             "reader": reader,
             "level": level,
@@ -87,6 +89,7 @@ def context_result(
         }
     components, reward = context_score(record, weights)
     return {
+        "suite_version": CONTEXT_SUITE_VERSION,
         "agent": agent,
         "reader": reader,
         "level": level,

@@ -7,3 +7,8 @@ prioritized-LRU fallback), `tracker` (removed-block events → messages), `archi
 store with FTS5 recall), readers (`extractive`, `hf_reader`), `values` (the answer value
 check), `scoring` (ROUGE-L, a metric).
 """
+
+CONTEXT_SUITE_VERSION = "2.1"
+"""Version of the family's episodes and scoring, written into every result (`suite_version`):
+scores of two versions are not comparable. 2.1: recall priced by the latency of what it brings
+back, archive ranked by the query alone."""

@@ -11,10 +11,11 @@ Storage contract:
   index kept in sync by triggers in the same transaction) are committed together or not at all.
 - `UNIQUE(episode, user_index)`: archiving the same turn again is a no-op that returns False.
 
-Columns beyond seed 000's turn row (issue 16): `tool_text`, the turn's tool outputs (indexed
-for recall like the user and assistant text: a fact read from a file is found again), and
-`superseded`, set when a fact the turn states is stated again by a later turn
-(`mark_superseded`). Recall ranks current turns before superseded ones.
+A column beyond seed 000's turn row: `tool_text`, the turn's tool outputs (indexed for recall
+like the user and assistant text: a fact read from a file is found again).
+
+Ranking: `recall` orders turns by the agent's query alone (FTS5 bm25, ties by the older turn).
+Nothing hidden from the agent (such as which facts a later turn restated) takes part.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ CREATE TABLE IF NOT EXISTS turns (
     user_text TEXT NOT NULL,
     assistant_text TEXT NOT NULL,
     tool_text TEXT NOT NULL DEFAULT '',
-    superseded INTEGER NOT NULL DEFAULT 0,
     archived_step INTEGER NOT NULL,
     UNIQUE (episode, user_index)
 );
@@ -63,9 +63,9 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{t}"' for t in terms)
 
 
-def _turn(row: tuple[int, int, str, str, str, int]) -> ArchivedTurn:
-    u, a, user, assistant, tool, superseded = row
-    return ArchivedTurn(u, a, user, assistant, tool, bool(superseded))
+def _turn(row: tuple[int, int, str, str, str]) -> ArchivedTurn:
+    u, a, user, assistant, tool = row
+    return ArchivedTurn(u, a, user, assistant, tool)
 
 
 class TurnArchive:
@@ -82,8 +82,6 @@ class TurnArchive:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
-        self._superseded: set[int] = set()
-        """User indices of turns marked superseded (also before they are archived)."""
 
     def archive(self, turn: ArchivedTurn, step: int) -> bool:
         """Store `turn`, archived at `step`, in one transaction. False if this episode already
@@ -93,8 +91,8 @@ class TurnArchive:
         try:
             rows = db.execute(
                 "INSERT INTO turns (episode, user_index, assistant_index, user_text,"
-                " assistant_text, tool_text, superseded, archived_step)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " assistant_text, tool_text, archived_step)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (episode, user_index) DO NOTHING RETURNING id",
                 (
                     self.episode,
@@ -103,7 +101,6 @@ class TurnArchive:
                     turn.user_text,
                     turn.assistant_text,
                     turn.tool_text,
-                    int(turn.superseded or turn.user_index in self._superseded),
                     step,
                 ),
             ).fetchall()
@@ -113,19 +110,9 @@ class TurnArchive:
         db.execute("COMMIT")
         return bool(rows)
 
-    def mark_superseded(self, user_index: int) -> None:
-        """A fact of turn `user_index` was stated again later: mark the turn (now, or when it
-        is archived)."""
-        self._superseded.add(user_index)
-        self._db.execute(
-            "UPDATE turns SET superseded = 1 WHERE episode = ? AND user_index = ?",
-            (self.episode, user_index),
-        )
-
     def recall(self, query: str, k: int = 1) -> list[ArchivedTurn]:
         """The `k` turns that best match `query` (FTS5 bm25 over user, assistant and tool text,
-        current turns before superseded ones, best first; ties by user index). Any text is
-        accepted (see `fts_query`); no words → []."""
+        best first; ties by user index). Any text is accepted (see `fts_query`); no words → []."""
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         match = fts_query(query)
@@ -133,10 +120,10 @@ class TurnArchive:
             return []
         rows = self._db.execute(
             "SELECT t.user_index, t.assistant_index, t.user_text, t.assistant_text,"
-            " t.tool_text, t.superseded"
+            " t.tool_text"
             " FROM turns_fts JOIN turns AS t ON t.id = turns_fts.rowid"
             " WHERE turns_fts MATCH ? AND t.episode = ?"
-            " ORDER BY t.superseded, bm25(turns_fts), t.user_index LIMIT ?",
+            " ORDER BY bm25(turns_fts), t.user_index LIMIT ?",
             (match, self.episode, k),
         ).fetchall()
         return [_turn(row) for row in rows]
@@ -151,8 +138,8 @@ class TurnArchive:
     def turns(self) -> list[ArchivedTurn]:
         """Every turn of this episode, by user index."""
         rows = self._db.execute(
-            "SELECT user_index, assistant_index, user_text, assistant_text, tool_text,"
-            " superseded FROM turns WHERE episode = ? ORDER BY user_index",
+            "SELECT user_index, assistant_index, user_text, assistant_text, tool_text"
+            " FROM turns WHERE episode = ? ORDER BY user_index",
             (self.episode,),
         ).fetchall()
         return [_turn(row) for row in rows]

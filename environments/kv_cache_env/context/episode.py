@@ -45,6 +45,23 @@ from .values import VERDICT_SCORES, judge_answer, person_normalised
 MessageState = Literal["resident", "partial", "evicted"]
 RECALL_K = 1
 """Archived turns a `recall` brings back."""
+RECALL_SEARCH_S = 0.1
+"""Fixed latency of one archive search, found or not: an access outside the GPU's KV-cache
+(seed 003: "each CPU access adds 0.1-0.3 latency"; the low end, as the serving simulator's
+`swap_overhead_s`)."""
+RECALL_PREFILL_TOKENS_PER_S = 4096
+"""Rate at which recalled tokens are prefilled back into the cache: a 70B-class model on one
+node (the serving suite's `slow-prefill` scenario, vLLM's chunked-prefill token budget)."""
+
+
+RECALLED_HEAD = "[recalled turn from message"
+"""How a recalled copy opens: `[recalled turn from message N]`."""
+
+
+def recall_latency_s(tokens: int) -> float:
+    """Latency one recall adds before the next answer: the search, then a prefill of the
+    `tokens` it brought back (`RECALL_SEARCH_S + tokens / RECALL_PREFILL_TOKENS_PER_S`)."""
+    return RECALL_SEARCH_S + tokens / RECALL_PREFILL_TOKENS_PER_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +132,8 @@ class ContextRecord:
     lean_blocks: tuple[int, ...] = ()
     """Per turn, the blocks a lean oracle holds: the system prompt, the answer-bearing
     statements still to be asked, and the newest message (the memory reference)."""
+    recall_latency_s: float = 0.0
+    """Summed `recall_latency_s` of every recall (searches that found nothing included)."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -147,6 +166,7 @@ class ContextRecord:
             "invalid_actions": self.invalid_actions,
             "archived_turns": self.archived_turns,
             "lean_blocks": list(self.lean_blocks),
+            "recall_latency_s": self.recall_latency_s,
         }
 
     @classmethod
@@ -180,6 +200,7 @@ class _Counters:
     recalls: int = 0
     recalled_turns: int = 0
     recalled_tokens: int = 0
+    recall_latency_s: float = 0.0
     invalid_actions: int = 0
     active_blocks: list[int] = field(default_factory=list)
     lean_blocks: list[int] = field(default_factory=list)
@@ -218,8 +239,6 @@ class ContextEpisode:
         self._step = 0
         self._recalled: dict[int, int] = {}
         """Archived turn (user index) → cache index of its latest recalled copy."""
-        self._fact_turn: dict[str, int] = {}
-        """Fact key → the turn (user index, cache coordinates) that stated it last."""
         self._offsets: dict[int, list[int]] = {}
         self._enforced = False
         self._n = _Counters()
@@ -357,19 +376,21 @@ class ContextEpisode:
         return self._agent_event(event)
 
     def recall(self, query: str, k: int = RECALL_K) -> str:
-        """Bring the best archived turns for `query` back as new blocks."""
+        """Bring the best archived turns for `query` back as new blocks (ranked by the query
+        alone). Each copy opens with `[recalled turn from message N]`, N the cache index of the
+        turn's user message, so a reader can place it in time. The recall's latency
+        (`recall_latency_s` of the tokens it brought back) is added to the record."""
         self._check_actionable()
         self._n.recalls += 1
         live = {u for u, i in self._recalled.items() if self.cache.fully_resident(i)}
         found = [t for t in self.archive.recall(query, k + len(live)) if t.user_index not in live][
             :k
         ]
-        if not found:
-            return "recall: no archived turn matches"
+        tokens = 0
         lines = []
         for turn in found:
             self._recalled[turn.user_index] = self.cache.n_messages
-            head = "[recalled turn, outdated]" if turn.superseded else "[recalled turn]"
+            head = f"{RECALLED_HEAD} {turn.user_index}]"
             tool = f"\nTool: {turn.tool_text}" if turn.tool_text else ""
             text = f"{head} User: {turn.user_text}{tool}\nAssistant: {turn.assistant_text}"
             message = Message(
@@ -382,7 +403,11 @@ class ContextEpisode:
             self._append(message)
             self._n.recalled_turns += 1
             self._n.recalled_tokens += message.n_tokens
+            tokens += message.n_tokens
             lines.append(f"message {message.index} ({message.n_tokens} tokens)")
+        self._n.recall_latency_s += recall_latency_s(tokens)
+        if not found:
+            return "recall: no archived turn matches"
         return "recalled " + ", ".join(lines)
 
     def count_invalid(self) -> None:
@@ -487,13 +512,6 @@ class ContextEpisode:
         self.cache_index[message.index] = index
         self._append(replace(message, index=index))
         self._next += 1
-        turn = self.tracker.turn_of(index)
-        for key in message.facts:
-            earlier = self._fact_turn.get(key)
-            if earlier is not None and turn is not None and earlier != turn:
-                self.archive.mark_superseded(earlier)
-            if turn is not None:
-                self._fact_turn[key] = turn
 
     def _append(self, message: Message) -> None:
         self.cache.append(message, self._step)
@@ -503,12 +521,15 @@ class ContextEpisode:
 
     def visible_pieces(self) -> list[tuple[str, bool]]:
         """The whole history as (text piece, visible) in order: the pieces of the project
-        tokenizer, visible iff their block is active (what the block-masked reader takes)."""
+        tokenizer, visible iff their block is active (what the block-masked reader takes).
+        Each message opens with a head `role #index: ` (its cache index: readers can tell which
+        message came first), visible iff the message's first block is."""
         pieces: list[tuple[str, bool]] = []
         for index in range(self.cache.n_messages):
             message = self.cache.message(index)
             start, _ = self.cache.message_span(index)
-            prefix = f"{message.role}: " if index == 0 else f"\n{message.role}: "
+            prefix = f"{message.role} #{index}: "
+            prefix = prefix if index == 0 else f"\n{prefix}"
             head_visible = self.cache.is_active(start // self.block_size)
             pieces.append((prefix, head_visible))
             for offset, piece in enumerate(tokenize(message.text)):
@@ -545,6 +566,7 @@ class ContextEpisode:
             recalls=self._n.recalls,
             recalled_turns=self._n.recalled_turns,
             recalled_tokens=self._n.recalled_tokens,
+            recall_latency_s=self._n.recall_latency_s,
             invalid_actions=self._n.invalid_actions,
             archived_turns=len(self.tracker.archivals),
             lean_blocks=tuple(self._n.lean_blocks),

@@ -13,10 +13,13 @@ Possessives such as "my" or "Maria's" are content here: they tell whose locker c
 code".
 
 Issue 16 additions: a sentence must share at least two stems with the question (one when the
-question has only one), so a lone "my" picks nothing; a sentence of a recalled turn marked
-outdated (`[recalled turn, outdated]`: a later message restated one of its facts) scores half
-a stem less, so the current value wins a tie; a question joining two asks with " and " ("What
-are my locker code and Maria's flight number?") is answered part by part.
+question has only one), so a lone "my" picks nothing; a question joining two asks with " and "
+("What are my locker code and Maria's flight number?") is answered part by part.
+
+Time order: the episode's visible text opens each message with `role #index: `, and a recalled
+copy with `[recalled turn from message N]`. "Latest" compares message indices, a recalled copy
+standing at its original message N, so a recalled stale value never outranks a later update
+that is still in view. Text without message heads is one message.
 """
 
 from __future__ import annotations
@@ -75,34 +78,44 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
-_SEGMENT = re.compile(r"\n(?=(?:system|user|assistant|tool): )")
-OUTDATED = "[recalled turn, outdated]"
+_HEAD = re.compile(r"(?:^|\n)(?:system|user|assistant|tool) #(\d+): ")
+_RECALLED = re.compile(r"\[recalled turn from message (\d+)\]")
 
 
-def _answer_one(segments: list[tuple[list[str], bool]], question: str) -> str:
+def _segments(visible_text: str) -> list[tuple[int, list[str]]]:
+    """(position in time, sentences) per message: its index, or a recalled copy's origin."""
+    parts = _HEAD.split(visible_text)
+    out = [(-1, split_sentences(parts[0]))] if parts[0].strip() else []
+    for i in range(1, len(parts) - 1, 2):
+        text = parts[i + 1]
+        origin = _RECALLED.search(text)
+        out.append((int(origin.group(1)) if origin else int(parts[i]), split_sentences(text)))
+    return out
+
+
+def _answer_one(segments: list[tuple[int, list[str]]], question: str) -> str:
     wanted = content_stems(question)
     need = min(2, len(wanted))
-    best, best_score = NO_ANSWER, 0.0
-    for sentences, outdated in segments:
-        for sentence in sentences:
+    best, best_key = NO_ANSWER, (0, -2, -1)
+    for position, sentences in segments:
+        for order, sentence in enumerate(sentences):
             if sentence.endswith("?"):
                 continue
             shared = len(wanted & content_stems(sentence))
             if shared < max(1, need):
                 continue
-            score = shared - (0.5 if outdated else 0.0)
-            if score >= best_score:
-                best, best_score = sentence, score
+            key = (shared, position, order)
+            if key >= best_key:
+                best, best_key = sentence, key
     return best
 
 
 def extractive_answer(visible_text: str, question: str) -> str:
     """The visible sentence sharing the most content stems with `question` (at least two);
-    the latest wins a tie. `NO_ANSWER` when no declarative sentence shares enough. A question
-    asking two things joined by " and " gets one sentence per part."""
-    segments = [
-        (split_sentences(segment), OUTDATED in segment) for segment in _SEGMENT.split(visible_text)
-    ]
+    the latest (see the module docstring) wins a tie. `NO_ANSWER` when no declarative
+    sentence shares enough. A question asking two things joined by " and " gets one sentence
+    per part."""
+    segments = _segments(visible_text)
     parts = [p for p in re.split(r"\s+and\s+", question.rstrip(" ?")) if content_stems(p)]
     if len(parts) == 2 and all(len(content_stems(p)) >= 2 for p in parts):
         answers = list(dict.fromkeys(_answer_one(segments, p) for p in parts))

@@ -45,8 +45,7 @@ class Message:
     """Tokens under the project tokenizer (`context.tokenizer`); at least 1."""
     facts: tuple[str, ...] = ()
     """Keys ("owner|attribute") of the facts this message states: generator metadata, like
-    `kind`, never shown to the agent. The archive uses it as its fact index: a turn whose fact
-    is stated again later is marked superseded."""
+    `kind`, never shown to the agent and never used by the archive."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,5 +111,3 @@ class ArchivedTurn:
     assistant_text: str
     tool_text: str = ""
     """The turn's tool outputs, joined by blank lines (archived with the turn)."""
-    superseded: bool = False
-    """A fact this turn states was stated again in a later turn (the current value is there)."""
