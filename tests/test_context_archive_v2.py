@@ -18,9 +18,9 @@ from kv_cache_env.context.episode import (
     recall_latency_s,
 )
 from kv_cache_env.context.extractive import extractive_answer
-from rubrics.context import RECALL_SLO_S, context_score
 from kv_cache_env.context.types import Conversation, Question
 from kv_cache_env.context.values import names_value
+from rubrics.context import RECALL_SLO_S, context_score
 
 
 def _find(level: str, kind: str) -> tuple[Conversation, Question]:
