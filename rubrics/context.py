@@ -1,18 +1,13 @@
-"""The context rubric (seeds 000 + 001, issue 16): four named components of a `ContextRecord`
-and their weighted sum. Penalties are negative numbers, so the reward is
-`sum(weight * component)`.
+"""The context rubric: three named components of a `ContextRecord` and their weighted sum.
+Penalties are negative numbers, so the reward is `sum(weight * component)`.
 
 - answer_quality: mean answer score over the questions (`values.VERDICT_SCORES`: the right
   value 1, "I don't know" or no value 0, a wrong value -0.25); 0 when the episode asked
-  nothing. A stated departure from seed 001, which scores answers by ROUGE-L: ROUGE-L pays an
-  echo of the question ("your locker code is") and a stale value most of the credit. ROUGE-L
-  stays as a metric.
+  nothing. A stated departure from the block-masking design, which scores answers by ROUGE-L:
+  ROUGE-L pays an echo of the question and a stale value most of the credit. ROUGE-L stays as
+  a metric.
 - oom_penalty: minus the fraction of turns on which the engine had to evict by itself because
-  active blocks exceeded `MAX_BLOCKS` (seed 001's OOM), in [-1, 0].
-- memory_saving: blocks saved under the budget, measured against a lean oracle (the system
-  prompt, the answer-bearing statements still to be asked and the newest message), capped at
-  the lean oracle's saving, and scaled by the share of right answers: in [0, 1]. An empty
-  cache saves nothing when it answers nothing.
+  active blocks exceeded `MAX_BLOCKS` (an OOM), in [-1, 0].
 - recall_cost: minus the latency recalls added, in time-to-first-token budgets per question,
   uncapped: `sum(recall_latency_s) / (RECALL_SLO_S * questions)`. One recall's latency is
   `RECALL_SEARCH_S + tokens_returned / RECALL_PREFILL_TOKENS_PER_S` (`episode.recall_latency_s`:
@@ -20,6 +15,12 @@ and their weighted sum. Penalties are negative numbers, so the reward is
   it brings back: a 200-token turn 0.15 s, 0.74 of one 0.2 s budget. A recall that spends a
   whole budget costs as much as one right answer earns. The recalled blocks themselves count
   against the cache budget like any others (an OOM if they do not fit).
+
+There is no memory-saving term (suite 3): the facts still to be asked need more blocks than the
+budget, so a block left empty is a block a needed fact could have used. The OOM term weighs
+0.05 (it was 0.15): what a forced eviction loses is already counted in the answers it costs,
+and at 0.15 a policy that does exactly what the engine does, only before it (`trt-lru`), closed
+a quarter of the noop → oracle range without any judgment (12% at 0.05).
 """
 
 from __future__ import annotations
@@ -45,17 +46,6 @@ def oom_penalty(record: ContextRecord) -> float:
     return -min(1.0, record.oom_events / max(1, record.turns))
 
 
-def memory_saving(record: ContextRecord) -> float:
-    if not record.active_blocks or not record.questions:
-        return 0.0
-    mean = sum(record.active_blocks) / len(record.active_blocks)
-    lean = sum(record.lean_blocks) / len(record.lean_blocks) if record.lean_blocks else 0.0
-    room = record.max_blocks - min(lean, record.max_blocks - 1)
-    saved = max(0.0, min(1.0, (record.max_blocks - mean) / room))
-    right = sum(q.value_correct for q in record.questions) / len(record.questions)
-    return saved * right
-
-
 def recall_cost(record: ContextRecord) -> float:
     return -record.recall_latency_s / (RECALL_SLO_S * max(1, len(record.questions)))
 
@@ -63,13 +53,11 @@ def recall_cost(record: ContextRecord) -> float:
 CONTEXT_COMPONENTS: Mapping[str, ComponentFn] = {
     "answer_quality": answer_quality,
     "oom_penalty": oom_penalty,
-    "memory_saving": memory_saving,
     "recall_cost": recall_cost,
 }
 CONTEXT_WEIGHTS: Mapping[str, float] = {
     "answer_quality": 1.0,
-    "oom_penalty": 0.15,
-    "memory_saving": 0.2,
+    "oom_penalty": 0.05,
     "recall_cost": 1.0,
 }
 

@@ -1,7 +1,7 @@
-"""Issue 16's archive and episode fixes inside real episodes: tool output archived with its
-turn, recall ranked by the query alone and priced by what it brings back, a turn recalled
-again once its copy is evicted, `fact_visible` by statement span, and an observation that shows
-roles and text but never `kind`."""
+"""The archive and episode inside real episodes: tool output archived with its turn, recall
+ranked by the query alone and priced by what it brings back, a turn recalled again once its
+copy is evicted, `fact_visible` by statement span, and an observation that shows roles and
+text but never `kind`."""
 
 from __future__ import annotations
 
@@ -24,10 +24,13 @@ from rubrics.context import RECALL_SLO_S, context_score
 
 
 def _find(level: str, kind: str) -> tuple[Conversation, Question]:
+    """The first question of `kind`: a question level (`later`, `updated`, ...) or `tool`
+    (its statement is in a tool output)."""
     for seed in range(50):
         conversation = generate_conversation(seed, level)
         for question in conversation.questions:
-            if question.level == kind:
+            said_in = conversation.messages[question.facts[0].message_index].role
+            if question.level == kind or (kind == "tool" and said_in == "tool"):
                 return conversation, question
     raise AssertionError(f"no {kind} question")
 
@@ -69,16 +72,16 @@ def test_recall_ranks_by_the_query_alone_and_the_reader_places_copies_in_time() 
         assert keys == sorted(keys)  # bm25 of the query, then the older turn: nothing else
     # a recalled stale value stands at its original message: the later update still wins
     text = (
-        "user #4: My locker code is 5512 these days.\n"
-        "user #9: [recalled turn from message 2] User: My locker code is 4471."
+        "user #4: The plumber has a new number, 07700 900431.\n"
+        "user #9: [recalled turn from message 2] User: You can reach the plumber on 0161 555 0192."
     )
-    assert extractive_answer(text, "What is my locker code?") == (
-        "My locker code is 5512 these days."
+    assert extractive_answer(text, "How do I get hold of the plumber?") == (
+        "The plumber has a new number, 07700 900431."
     )
 
 
 def test_recall_is_priced_by_the_tokens_it_brings_back() -> None:
-    conversation, question = _find("hard", "direct")
+    conversation, question = _find("hard", "later")
     with ContextEpisode(conversation) as episode:
         _until(episode, question.message_index)
         assert episode.recall("zzzz qqqq") == "recall: no archived turn matches"
@@ -96,7 +99,7 @@ def test_recall_is_priced_by_the_tokens_it_brings_back() -> None:
 
 
 def test_a_turn_is_recalled_again_after_its_copy_is_evicted() -> None:
-    conversation, question = _find("hard", "direct")
+    conversation, question = _find("hard", "later")
     with ContextEpisode(conversation) as episode:
         _until(episode, question.message_index)
         assert episode.recall(question.text).startswith("recalled")
@@ -110,7 +113,7 @@ def test_a_turn_is_recalled_again_after_its_copy_is_evicted() -> None:
 
 
 def test_fact_visible_counts_the_statement_span_not_the_whole_message() -> None:
-    conversation, question = _find("hard", "direct")
+    conversation, question = _find("hard", "later")
     with ContextEpisode(conversation) as episode:
         _until(episode, question.message_index, policy=oracle)
         oracle(episode)

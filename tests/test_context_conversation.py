@@ -1,34 +1,35 @@
-"""The context family's tokenizer, conversation generator (with its answer key and turns) and
-extractive reader."""
+"""The context family's tokenizer, conversation generator (answer key, turns, statements,
+signals), value drawing and extractive reader."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections import Counter
+import socket
 from functools import cache
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kv_cache_env.context.conversation import (
     LEVELS,
-    QUESTION_LEVELS,
     LevelSpec,
     generate_conversation,
-    statement_blocks,
-    total_blocks,
+    span_blocks,
     turns,
 )
 from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer, split_sentences
-from kv_cache_env.context.pools import OWNER_NAMES, TEMPLATES
+from kv_cache_env.context.lexicon import lexicon
+from kv_cache_env.context.plan import plan_world
 from kv_cache_env.context.tokenizer import count_tokens, tokenize
-from kv_cache_env.context.types import Conversation, FactSpan, Kind, Message, Question, Role
+from kv_cache_env.context.types import Conversation, FactSpan, Kind, Message, Role
+from kv_cache_env.context.valuegen import ValueDraw
 from kv_cache_env.context.values import judge_answer, names_value
 
-SEEDS = range(20)
-"""Seeds 0..19 per level: enough for stable means, fast enough (~4 s for all tests)."""
+SEEDS = range(4)
+"""Seeds per level: conversations are long (300-400 messages), a few carry every check."""
 
 
 @cache
@@ -44,11 +45,7 @@ def said(c: Conversation, span: FactSpan) -> str:
     return c.messages[span.message_index].text[span.start : span.end]
 
 
-ANNOUNCING = re.compile(r"correct|actually|scratch|update|changed|no longer|instead", re.I)
-V1_SHAPE = re.compile(r"^(My|[A-Z][a-z]+'s) [a-z' ]+ is [^.]+\.$")
-"""The one shape every v1 fact had ("My locker code is 4471.")."""
-
-
+ANNOUNCING = re.compile(r"\b(correct|actually|scratch|no longer|instead of)\b", re.I)
 # --- tokenizer -----------------------------------------------------------------------------
 
 
@@ -86,15 +83,24 @@ def test_token_counts_are_realistic_for_english() -> None:
     assert 3.5 <= chars_per_token <= 6.0
 
 
-# --- generator: determinism and shape ------------------------------------------------------
+# --- generator: determinism, offline, shape -----------------------------------------------
 
 
 @pytest.mark.parametrize("level", list(LEVELS))
 def test_same_seed_same_conversation_and_seeds_differ(level: str) -> None:
-    for seed in (0, 7, 123):
-        assert generate_conversation(seed, level) == generate_conversation(seed, level)
+    assert generate_conversation(7, level) == generate_conversation(7, level)
     texts = {tuple(m.text for m in conv(seed, level).messages) for seed in SEEDS}
     assert len(texts) == len(SEEDS)
+
+
+def test_generation_runs_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the generator tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    lexicon.cache_clear()
+    assert generate_conversation(123, "hard").questions
 
 
 def test_unknown_level_and_bad_spec_are_rejected() -> None:
@@ -103,49 +109,32 @@ def test_unknown_level_and_bad_spec_are_rejected() -> None:
     easy = LEVELS["easy"]
     with pytest.raises(ValueError, match="p_update"):
         dataclasses.replace(easy, p_update=1.5)
-    with pytest.raises(ValueError, match="extra messages"):
-        dataclasses.replace(easy, n_messages=2 * easy.n_turns + 1)
-    with pytest.raises(ValueError, match="too few"):
-        LevelSpec(
-            n_messages=20,
-            n_turns=8,
-            n_questions=3,
-            p_distractor=0,
-            p_update=0,
-            p_tool_fact=0,
-            min_gap_turns=3,
-            max_blocks=10,
-        )
+    with pytest.raises(ValueError, match="p_later"):
+        dataclasses.replace(easy, p_later=0.6, p_soon=0.6)
+    with pytest.raises(ValueError, match="max_blocks"):
+        dataclasses.replace(easy, max_blocks=2)
+    assert isinstance(easy, LevelSpec)
 
 
 @pytest.mark.parametrize("level", list(LEVELS))
 def test_messages_are_well_formed(level: str) -> None:
     spec = LEVELS[level]
     for c in all_convs(level):
-        assert (c.level, len(c.messages), len(c.questions)) == (
-            level,
-            spec.n_messages,
-            spec.n_questions,
-        )
-        assert [m.index for m in c.messages] == list(range(spec.n_messages))
+        assert [m.index for m in c.messages] == list(range(len(c.messages)))
         system = c.messages[0]
         assert (system.role, system.kind) == ("system", "system")
-        assert all(m.kind != "system" for m in c.messages[1:])
+        assert sum(m.role == "user" for m in c.messages) == spec.n_turns
         for m in c.messages:
             assert m.n_tokens == count_tokens(m.text) >= 1
             if m.kind == "reasoning":
                 assert m.role == "assistant"
             if m.kind == "tool_output":
                 assert m.role == "tool"
-                assert 30 <= m.n_tokens <= 250
-            if m.kind in ("fact", "question"):
+            if m.kind == "question":
                 assert m.role == "user"
-            if m.kind in ("chat", "chitchat", "fact", "question"):
-                assert 10 <= m.n_tokens <= 200, m.text
-            # the generator's kind is the only place a fact is marked: hosts of statements
-            # are ordinary chat, notes files and reasoning spans
-            if m.facts:
-                assert m.kind in ("fact", "tool_output", "reasoning")
+        for i, m in enumerate(c.messages):  # a user message that asks for a tool gets one
+            if m.role == "user" and m.text.endswith(("notes?", "inbox?", "calendar?")):
+                assert any(n.role == "tool" for n in c.messages[i + 1 : i + 4])
 
 
 @pytest.mark.parametrize("level", list(LEVELS))
@@ -156,8 +145,7 @@ def test_turns_pair_every_user_message_with_the_following_reply(level: str) -> N
         covered = [0]
         for user, reply in pairs:
             assert c.messages[user].role == "user"
-            assert (c.messages[reply].role, c.messages[reply].kind) != ("assistant", "reasoning")
-            assert c.messages[reply].role == "assistant"
+            assert c.messages[reply].role == "assistant" and c.messages[reply].kind == "chat"
             between = c.messages[user + 1 : reply]
             assert all(m.kind in ("reasoning", "tool_output") for m in between)
             covered.extend(range(user, reply + 1))
@@ -173,165 +161,130 @@ def test_turns_on_a_hand_made_conversation() -> None:
         ("assistant", "chat"),  # 4 ┘
         ("user", "question"),  # 5 ┐ turn 1
         ("assistant", "chat"),  # 6 ┘
-        ("user", "fact"),  # 7 ┐ turn 2
-        ("assistant", "reasoning"),  # 8
-        ("assistant", "chat"),  # 9 ┘
     ]
     messages = tuple(Message(i, role, kind, "x", 1) for i, (role, kind) in enumerate(shape))
-    assert turns(Conversation(0, "easy", messages, ())) == [(1, 4), (5, 6), (7, 9)]
-    orphan = Conversation(0, "easy", messages[:3], ())
+    assert turns(Conversation(0, "easy", messages, ())) == [(1, 4), (5, 6)]
     with pytest.raises(AssertionError, match="no assistant reply"):
-        turns(orphan)
-
-
-@pytest.mark.parametrize("level", list(LEVELS))
-def test_statements_exceed_the_budget_and_the_answers_fit(level: str) -> None:
-    spec = LEVELS[level]
-    need = {"easy": 0.0, "medium": 1.0, "hard": 1.5}[level]
-    for c in all_convs(level):
-        assert statement_blocks(c) >= need * spec.max_blocks, c.seed
-        answers = [f for q in c.questions for f in q.facts]
-        assert statement_blocks(c, answers) <= spec.max_blocks // 2
-        assert total_blocks(c) >= 3 * spec.max_blocks
-
-
-def test_harder_levels_are_longer_and_denser() -> None:
-    easy, medium, hard = LEVELS["easy"], LEVELS["medium"], LEVELS["hard"]
-    assert easy.n_messages < medium.n_messages < hard.n_messages
-    assert easy.n_questions < medium.n_questions < hard.n_questions
-    assert easy.min_gap_turns < medium.min_gap_turns < hard.min_gap_turns
-    assert easy.n_decoys < medium.n_decoys < hard.n_decoys
-    assert (easy.p_distractor, easy.p_update, easy.p_tool_fact, easy.p_two_fact) == (0, 0, 0, 0)
-    assert 0 < medium.p_distractor <= hard.p_distractor
-    assert 0 < medium.p_update <= hard.p_update
-    assert 0 < medium.p_tool_fact <= hard.p_tool_fact
-    assert 0 < medium.p_two_fact <= hard.p_two_fact
+        turns(Conversation(0, "easy", messages[:3], ()))
 
 
 # --- the answer key ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("level", list(LEVELS))
-def test_every_question_points_at_earlier_statements_of_its_values(level: str) -> None:
-    spec = LEVELS[level]
-    attrs = {t.attr for t in TEMPLATES}
+def test_every_question_is_answerable_from_its_statement(level: str) -> None:
+    """The answer-bearing statement holds the key value, came before the question, and the
+    extractive reader answers from it (given that message alone)."""
+    right = total = 0
     for c in all_convs(level):
-        turn_of = {i: t for t, (u, r) in enumerate(turns(c)) for i in range(u, r + 1)}
-        keys_at = {i: set(m.facts) for i, m in enumerate(c.messages)}
-        asked = [q.message_index for q in c.questions]
-        assert asked == sorted(asked)
         for q in c.questions:
-            asking = c.messages[q.message_index]
-            assert asking.kind == "question"
-            assert q.text in asking.text and q.text.endswith("?")
-            assert q.level in QUESTION_LEVELS
-            assert len(q.facts) == len(q.values) == (2 if q.level == "two_fact" else 1)
-            assert set(q.values) <= set(q.candidates)
-            assert q.fact_index == q.facts[0].message_index
-            parts = q.answer.split(" and ")
-            for fact, value, part in zip(q.facts, q.values, parts, strict=True):
-                text = said(c, fact)
-                assert fact in c.statements
-                assert names_value(text, value), (text, value)
-                assert any(a in text for a in attrs)
-                distance = turn_of[q.message_index] - turn_of[fact.message_index]
-                assert distance >= 1 and (
-                    distance <= spec.near_turns or distance >= spec.min_gap_turns
-                )
-                # the answer-bearing statement is the latest of its key before the question
-                owner, attr = part.rpartition(" is ")[0].split(" ", 1)
-                key = f"{'my' if owner == 'your' else owner.removesuffix(chr(39) + 's')}|{attr}"
-                assert key in keys_at[fact.message_index]
-                later = [
-                    i for i in range(fact.message_index + 1, q.message_index) if key in keys_at[i]
-                ]
-                assert later == [], (key, later)
-            assert judge_answer(q.answer, q.values, q.candidates) == "correct"
+            (span,) = q.facts
+            assert span.message_index < q.message_index
+            assert names_value(said(c, span), q.values[0])
+            assert q.values[0] in q.candidates
+            assert q.key and any(s.key == q.key and s.span == span for s in c.facts)
+            alone = f"\nuser #{span.message_index}: {c.messages[span.message_index].text}"
+            answer = extractive_answer(alone, q.text)
+            right += judge_answer(answer, q.values, q.candidates) == "correct"
+            total += 1
+    assert right / total >= 0.95, right / total
 
 
-@pytest.mark.parametrize("level", ["medium", "hard"])
-def test_distractors_updates_tool_facts_and_two_fact_questions_appear(level: str) -> None:
-    seen: set[str] = set()
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_an_update_supersedes_the_earlier_value(level: str) -> None:
+    """After an update the answer is the latest value; the stale value is a wrong answer."""
+    updated = 0
     for c in all_convs(level):
-        levels = {q.level for q in c.questions}
-        assert {"updated", "tool", "two_fact"} <= levels
-        seen |= levels
+        by_key: dict[str, list] = {}
+        for s in c.facts:
+            by_key.setdefault(s.key, []).append(s)
         for q in c.questions:
-            if q.level == "tool":
-                assert c.messages[q.fact_index].role == "tool"
-            if q.level == "updated":
-                (fact,) = q.facts
-                update = said(c, fact)
-                assert not ANNOUNCING.search(update), update  # it reads like any statement
-                stale = [
-                    s
-                    for s in c.statements
-                    if s.message_index < fact.message_index
-                    and set(c.messages[s.message_index].facts)
-                    & set(c.messages[fact.message_index].facts)
-                    and not names_value(said(c, s), q.values[0])
-                ]
-                assert stale, q
-    assert seen == set(QUESTION_LEVELS) - {"direct"} or seen == set(QUESTION_LEVELS)
+            said_before = [s for s in by_key[q.key] if s.span.message_index < q.message_index]
+            latest = max(said_before, key=lambda s: s.span.message_index)
+            assert q.values == (latest.value,) and q.facts == (latest.span,)
+            if latest.index > 0:
+                updated += 1
+                assert q.level == "updated"
+                stale = next(s for s in by_key[q.key] if s.index == 0)
+                assert judge_answer(said(c, stale.span), q.values, q.candidates) == "wrong"
+                assert not ANNOUNCING.search(said(c, latest.span)), said(c, latest.span)
+    if LEVELS[level].p_update > 0:
+        assert updated > 0
 
 
-def test_facts_are_not_lexically_special() -> None:
-    hard = all_convs("hard")
-    statements = [said(c, s) for c in hard for s in c.statements]
-    v1 = sum(bool(V1_SHAPE.match(s)) for s in statements)
-    assert v1 < 0.25 * len(statements)  # the v1 one-shape regex finds a minority
-    hosts = Counter(c.messages[s.message_index].role for c in hard for s in c.statements)
-    assert set(hosts) == {"user", "tool", "assistant"}  # chat, notes files and reasoning
-    assert all(not ANNOUNCING.search(s) for s in statements)
-    pools = {v for t in TEMPLATES for v in t.values if len(v) > 3}
-    filler = [
-        m.text
-        for c in hard
-        for m in c.messages
-        if not m.facts and m.role == "user" and m.kind != "question"
-    ]
-    with_names = sum(any(n in t for n in OWNER_NAMES) for t in filler)
-    with_values = sum(any(v in t for v in pools) for t in filler)
-    assert with_names >= 0.2 * len(filler) and with_values >= 0.1 * len(filler)
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_questions_paraphrase_and_attributes_are_asked_again(level: str) -> None:
+    """A question rarely shares the statement's property noun, and some facts are asked more
+    than once."""
+    shared = total = 0
+    repeats = 0
+    for c in all_convs(level):
+        keys = [q.key for q in c.questions]
+        repeats += len(keys) - len(set(keys))
+        for q in c.questions:
+            noun = q.key.split("|")[1].lower()
+            total += 1
+            shared += noun in q.text.lower()
+    assert shared / total < 0.35, shared / total
+    assert repeats > 0
+
+
+def test_values_never_contain_one_another() -> None:
+    draw = ValueDraw(np.random.default_rng(0), lexicon())
+    props = [p for k in lexicon().subjects for p in k.props]
+    values = [draw.draw(props[i % len(props)]) for i in range(600)]
+    assert len(set(values)) == len(values)
+    hours = [v for v in values if re.fullmatch(r"\d{1,2}:\d{2}( [ap]m)?", v)]
+    for a in hours:
+        assert not any(a != b and names_value(b, a) for b in hours)
+
+
+def test_the_plan_announces_most_asks_and_closes_only_finished_subjects() -> None:
+    spec = LEVELS["hard"]
+    announced = asks = 0
+    for seed in range(3):
+        world = plan_world(np.random.default_rng(seed), spec, lexicon())
+        for fact in world.facts:
+            asks += len(fact.asks)
+            announced += sum(
+                s.kind in ("plan", "need", "todo", "calendar", "again")
+                for s in fact.signals
+                if fact.asks
+            )
+            for signal in fact.signals:
+                if signal.kind == "close":
+                    later = [t for f in world.facts if f.subject is fact.subject for t in f.asks]
+                    assert all(t < signal.turn for t in later)
+        assert len(set(world.questions)) == len(world.questions)
+    assert announced / asks > 0.8
 
 
 # --- the extractive reader -----------------------------------------------------------------
 
 
-def test_reader_picks_the_best_matching_latest_sentence() -> None:
+def test_reader_maps_a_paraphrase_to_the_statement_and_prefers_the_latest() -> None:
     text = (
-        "My locker code is 4471. Maria's locker code is 9130.\n"
-        "- buy printer paper\nWhat is my locker code?"
+        "user #3: You can reach Maya Okafor's plumber on 0161 555 0192.\n"
+        "user #5: The plumber quoted £120, which seems fine.\n"
+        "user #9: The plumber has a new number, 07700 900431."
     )
-    assert extractive_answer(text, "What is my locker code?") == "My locker code is 4471."
-    assert extractive_answer(text, "What is Maria's locker code?") == (
-        "Maria's locker code is 9130."
-    )
-    updated = f"{text} So my locker code is 5512 these days."
-    assert extractive_answer(updated, "What was my locker code again?") == (
-        "So my locker code is 5512 these days."
-    )
-    # one shared word ("my") is not enough
-    assert extractive_answer(text, "What is my cat's name?") == NO_ANSWER
-    assert extractive_answer("Nice weather today.", "What is the wifi password?") == NO_ANSWER
-    assert extractive_answer("", "What is my locker code?") == NO_ANSWER
-    # the assistant's "your" is the user's "my"
-    assert extractive_answer("I note your cat's name is Mochi.", "What is my cat's name?") == (
-        "I note your cat's name is Mochi."
-    )
-    two = extractive_answer(text, "What are my locker code and Maria's locker code?")
-    assert "4471" in two and "9130" in two
+    assert "07700 900431" in extractive_answer(text, "How do I get hold of the plumber?")
+    assert "£120" in extractive_answer(text, "How much is the plumber costing us?")
+    assert extractive_answer(text, "What time is the dentist?") == NO_ANSWER
+    assert extractive_answer(text, "What is the weather like?") == NO_ANSWER
+    assert extractive_answer("", "How do I get hold of the plumber?") == NO_ANSWER
 
 
 def test_reader_places_a_recalled_copy_at_its_original_message() -> None:
-    stale = "user #3: My locker code is 4471.\n"
-    update = "user #7: So my locker code is 5512 these days.\n"
-    copy = "user #12: [recalled turn from message 3] User: My locker code is 4471."
-    assert extractive_answer(stale + update + copy, "What is my locker code?") == (
-        "So my locker code is 5512 these days."
+    stale = "user #3: You can reach the plumber on 0161 555 0192.\n"
+    update = "user #7: The plumber has a new number, 07700 900431.\n"
+    copy = (
+        "user #12: [recalled turn from message 3] User: You can reach the plumber on 0161 555 0192."
     )
+    question = "How do I get hold of the plumber?"
+    assert "07700 900431" in extractive_answer(stale + update + copy, question)
     # recalled after an update that has left the view, the stale copy is all there is
-    assert "4471" in extractive_answer(copy, "What is my locker code?")
+    assert "0161 555 0192" in extractive_answer(copy, question)
 
 
 def test_sentences_split_at_stops_and_lines() -> None:
@@ -344,18 +297,8 @@ def test_sentences_split_at_stops_and_lines() -> None:
     ]
 
 
-def _visible(c: Conversation, q: Question, drop: set[int] | None = None) -> str:
-    return "\n".join(
-        m.text for m in c.messages[: q.message_index + 1] if m.index not in (drop or set())
-    )
-
-
-@pytest.mark.parametrize("level", list(LEVELS))
-def test_reader_answers_from_the_facts_and_never_without_them(level: str) -> None:
-    for c in all_convs(level):
-        for q in c.questions:
-            seen = extractive_answer(_visible(c, q), q.text)
-            assert judge_answer(seen, q.values, q.candidates) == "correct", (seen, q)
-            drop = {f.message_index for f in q.facts}
-            blind = extractive_answer(_visible(c, q, drop), q.text)
-            assert judge_answer(blind, q.values, q.candidates) != "correct", (blind, q)
+def test_the_answer_span_lies_in_its_blocks() -> None:
+    c = conv(0, "hard")
+    for q in c.questions[:10]:
+        blocks = span_blocks(c, q.facts[0])
+        assert len(blocks) >= 1

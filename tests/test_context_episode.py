@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evals.context.policies import CONTEXT_POLICIES
+from evals.context.policies import get_context_policy
 from evals.context.run import context_result, extractive_reader, play_policy
 from kv_cache_env.agent import ToolCall
 from kv_cache_env.context.agent import call_context_tool, render_context
@@ -17,6 +17,7 @@ from kv_cache_env.context.episode import (
     ContextEpisode,
     ContextRecord,
     answer_has_value,
+    recall_latency_s,
 )
 from rubrics.context import CONTEXT_COMPONENTS, context_score
 
@@ -31,8 +32,8 @@ def test_invariants_hold_through_whole_episodes(level: str) -> None:
     and every complete turn with an evicted message has been archived exactly once."""
     conversation = generate_conversation(11, level)
     pairs = turns(conversation)
-    for name in ("noop", "sliding-window", "oracle", "window-recall"):
-        policy = CONTEXT_POLICIES[name]
+    for name in ("noop", "oracle", "window-recall"):
+        policy = get_context_policy(name)
         with ContextEpisode(conversation) as episode:
             while not episode.done:
                 policy(episode)
@@ -65,26 +66,89 @@ def test_proactive_trt_lru_evicts_what_the_engine_would_but_without_oom() -> Non
         assert [q.answer for q in engine.questions] == [q.answer for q in proactive.questions]
 
 
-def test_the_oracle_keeps_every_fact_and_tops_the_baselines() -> None:
-    for level in LEVELS:
-        oracle = [play("oracle", level, seed) for seed in range(4)]
-        assert all(q.fact_visible for r in oracle for q in r.questions)
-        assert all(q.value_correct for r in oracle for q in r.questions)
+def test_the_oracle_answers_and_tops_the_baselines() -> None:
+    """The oracle cannot keep every live fact (the live load exceeds the budget): it recalls
+    some, pays for it, and still answers nearly everything and beats every baseline."""
+    for level in ("easy", "hard"):
+        oracle = [play("oracle", level, seed) for seed in range(2)]
+        answers = [q.value_correct for r in oracle for q in r.questions]
+        assert sum(answers) / len(answers) >= 0.9
         assert all(r.oom_events == 0 for r in oracle)
+        if level == "hard":
+            assert sum(r.recalls for r in oracle) > 0
         best = sum(context_score(r)[1] for r in oracle)
-        for name in ("noop", "trt-lru", "sliding-window", "sink-recent"):
-            others = sum(context_score(play(name, level, seed))[1] for seed in range(4))
+        for name in ("noop", "trt-lru", "window-recall"):
+            others = sum(context_score(play(name, level, seed))[1] for seed in range(2))
             assert best > others, (level, name)
 
 
-def test_recall_brings_archived_facts_back() -> None:
-    window = [play("trt-lru", "hard", s) for s in range(4)]
-    recall = [play("window-recall", "hard", s) for s in range(4)]
-    assert sum(r.recalls for r in recall) == sum(len(r.questions) for r in recall)
-    assert sum(r.recalled_turns for r in recall) > 0
-    assert sum(q.rouge_l for r in recall for q in r.questions) > sum(
-        q.rouge_l for r in window for q in r.questions
-    )
+def _later_question_out_of_view(level: str, seed: int) -> tuple[ContextEpisode, object]:
+    """An episode played by `trt-lru` up to the first question asked days after its statement,
+    whose statement has left the view (the episode is open: the caller closes it)."""
+    conversation = generate_conversation(seed, level)
+    policy = get_context_policy("trt-lru")
+    episode = ContextEpisode(conversation)
+    while not episode.done:
+        policy(episode)
+        question = episode.pending_question
+        if (
+            question is not None
+            and question.level != "soon"
+            and not episode.facts_visible(question)
+        ):
+            return episode, question
+        episode.enforce()
+        episode.step(extractive_reader(episode, question.text) if question else None)
+    episode.close()
+    raise AssertionError("no later question out of view")
+
+
+def test_recall_brings_an_archived_fact_back_and_charges_its_tokens() -> None:
+    """A question whose statement was evicted: recalling with the statement's own words brings
+    its turn back as new blocks, the reader answers from the copy, and the recall's latency is
+    charged by the tokens it returned."""
+    episode, question = _later_question_out_of_view("medium", 0)
+    with episode:
+        span = question.facts[0]
+        statement = episode.conversation.messages[span.message_index].text[span.start : span.end]
+        blocks_before = episode.cache.n_blocks
+        assert extractive_reader(episode, question.text) != question.values[0]
+        assert episode.recall(statement).startswith("recalled")
+        copy = episode.cache.message(episode.cache.n_messages - 1)
+        assert copy.kind == "recalled" and statement in copy.text
+        assert episode.cache.n_blocks > blocks_before  # the copy takes new blocks
+        assert episode.facts_visible(question)
+        episode.enforce()
+        answer = extractive_reader(episode, question.text)
+        assert answer_has_value(answer, question.values[0]), answer
+        episode.step(answer)
+        record = episode.record()
+    assert record.recalls == 1 and record.recalled_turns == 1
+    assert record.recalled_tokens == copy.n_tokens
+    assert record.recall_latency_s == pytest.approx(recall_latency_s(copy.n_tokens))
+    assert record.questions[-1].value_correct
+
+
+def test_recalled_blocks_count_against_the_budget_and_overflow_is_an_oom() -> None:
+    """With the cache full to its budget, a recall's blocks push it over: the engine evicts by
+    itself (an OOM event), taking the oldest blocks first."""
+    episode, question = _later_question_out_of_view("hard", 1)
+    with episode:
+        cache = episode.cache
+        assert cache.active_blocks <= episode.max_blocks  # trt-lru left it at the budget
+        span = question.facts[0]
+        statement = episode.conversation.messages[span.message_index].text[span.start : span.end]
+        ooms = episode.record().oom_events
+        episode.recall(statement)
+        assert cache.active_blocks > episode.max_blocks
+        event = episode.enforce()
+        assert event is not None and cache.active_blocks <= episode.max_blocks
+        assert episode.record().oom_events == ooms + 1
+        # the engine's prioritized LRU: every block was read this turn, so the oldest go
+        # first (the system prompt last); a whole recalled turn can push out its own start
+        system = set(cache.blocks_of(0))
+        kept = [k for k in range(cache.n_blocks) if cache.is_active(k) and k not in system]
+        assert max(event.blocks) < min(kept)
 
 
 def test_episodes_are_deterministic_and_records_round_trip() -> None:
@@ -104,6 +168,11 @@ def test_visible_text_drops_evicted_messages_and_keeps_the_rest() -> None:
     conversation = generate_conversation(2, "easy")
     with ContextEpisode(conversation) as episode:
         while episode.cache.n_messages < 6:
+            _skip(episode)
+        while not any(
+            episode.cache.message(i).n_tokens > 3 * episode.block_size
+            for i in range(1, episode.cache.n_messages - 1)
+        ):
             _skip(episode)
         target = next(
             i

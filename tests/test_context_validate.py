@@ -1,48 +1,94 @@
-"""`kvarena validate`'s context section at CI size (5 paired seeds per level, the probe trained
-on 30 seeds): every check runs; those that need no more episodes pass; the evict-all margins,
-whose 95% CI needs the full 50 episodes, already show a paired mean below -0.3."""
+"""`kvarena validate`'s context section at CI size: 2 paired seeds per level on a block of its
+own (never the proof block), the probe trained on 20 episodes. Every check runs; the figures
+that need no more episodes hold (the readers' margins below noop, the oracle's accuracy,
+determinism, the parser's recall and precision, novelty); the attacks' shares are only
+reported here (their criteria need the full 50 episodes), but the reference and the oracle
+must already sit above every attack on both judged levels."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
 from evals.context.validate import (
-    RULES,
+    ATTACKS,
+    CHECK_SEED,
+    JUDGED,
+    PROOF_SEED,
+    REFERENCE,
     context_validation_jobs,
     echo_reader,
     run_context_validation,
 )
 
-EPISODES = 5
+EPISODES = 2
 
 
 def test_echo_reader_rephrases_the_question() -> None:
-    assert echo_reader(None, "What is my locker code?") == "your locker code is"  # type: ignore[arg-type]
-    assert echo_reader(None, "Can you remind me what Maria's flight number is?") == (  # type: ignore[arg-type]
-        "Maria's flight number is"
-    )
+    assert echo_reader(None, "Right, how early is the locksmith?") == "how early is the locksmith"  # type: ignore[arg-type]
 
 
-def test_context_section_runs_at_ci_size() -> None:
+def test_the_test_block_is_not_the_proof_block() -> None:
+    proof = {job.seed for job in context_validation_jobs(50)}
+    check = {job.seed for job in context_validation_jobs(EPISODES, CHECK_SEED)}
+    assert min(proof) == PROOF_SEED and not proof & check
+
+
+@pytest.fixture(scope="module")
+def checks() -> list:
     ticks: list[int] = []
-    checks = run_context_validation(
-        EPISODES, 1, lambda: ticks.append(1), probe_seeds=range(1000, 1030)
+    out = run_context_validation(
+        EPISODES,
+        1,
+        lambda: ticks.append(1),
+        probe_episodes=20,
+        auc_episodes=4,
+        first_seed=CHECK_SEED,
     )
-    assert len(ticks) == len(context_validation_jobs(EPISODES))
-    names = [c.name for c in checks]
-    for level in ("medium", "hard"):
-        for rule in RULES:
-            assert f"context {rule} closes <= 70% of noop->oracle on {level}" in names
+    assert len(ticks) == len(context_validation_jobs(EPISODES, CHECK_SEED))
+    return out
+
+
+def _mean(check, agent: str) -> float:  # type: ignore[no-untyped-def]
+    match = re.search(rf"{re.escape(agent)} ([-+]\d\.\d+)", check.detail)
+    assert match, check
+    return float(match.group(1))
+
+
+def test_every_attack_and_the_reference_are_measured_and_ordered(checks) -> None:  # type: ignore[no-untyped-def]
+    names = {c.name: c for c in checks}
+    for level in JUDGED:
+        for attack in ATTACKS:
+            assert f"context {attack} closes <= 60% of noop->oracle on {level}" in names
+        reference = names[f"context {REFERENCE} closes >= 80% of noop->oracle on {level}"]
+        ordering = names[f"context ordering on {level} (reported)"]
+        best = [_mean(ordering, a) for a in ("oracle", REFERENCE)]
+        for attack in ATTACKS:
+            assert best[0] > best[1] > _mean(ordering, attack), ordering.detail
+        assert _mean(ordering, REFERENCE) > _mean(ordering, "noop"), reference.detail
+
+
+def test_readers_oracle_parser_novelty_and_determinism_hold_at_ci_size(checks) -> None:  # type: ignore[no-untyped-def]
     margins = [c for c in checks if "evict-all" in c.name]
-    assert len(margins) == 4
+    assert len(margins) == 3 * len(JUDGED)
     for check in margins:
         match = re.search(r"paired difference ([-+]\d\.\d+)", check.detail)
         assert match and float(match.group(1)) <= -0.3, check
-    failed = [c for c in checks if not c.passed and c not in margins]
-    assert failed == [], failed
+    for name in (
+        "context oracle value accuracy",
+        "context novelty: ",
+        "context determinism",
+    ):
+        (check,) = [c for c in checks if c.name.startswith(name)]
+        assert check.passed, check
+    parser = next(c for c in checks if "template parser statement recall" in c.name)
+    recall, precision = map(float, re.findall(r"(?:recall|precision) (\d\.\d+)", parser.detail))
+    assert recall >= 0.9 and precision >= 0.9, parser.detail
+    auc = next(c for c in checks if "AUC" in c.name)
+    assert float(auc.detail.split()[0]) > 0.5, auc.detail
 
 
 def test_validate_rejects_an_unknown_family() -> None:

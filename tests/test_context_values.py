@@ -17,7 +17,13 @@ from kv_cache_env.context.values import (
     names_value,
     person_normalised,
 )
-from rubrics.context import answer_quality, context_score, memory_saving, recall_cost
+from rubrics.context import (
+    CONTEXT_COMPONENTS,
+    answer_quality,
+    context_score,
+    oom_penalty,
+    recall_cost,
+)
 
 POOL = ("4471", "9130", "5512", "2086")
 
@@ -56,7 +62,7 @@ def test_a_correct_first_person_answer_gets_full_rouge() -> None:
     assert echo < 1.0
 
 
-def _record(scores: list[str], active: int, lean: int, recalls: int = 0) -> ContextRecord:
+def _record(scores: list[str], active: int, recalls: int = 0, oom: int = 0) -> ContextRecord:
     questions = tuple(
         QuestionResult(i, "direct", "q", "a", "r", 0.5, True, v == "correct", v, VERDICT_SCORES[v])
         for i, v in enumerate(scores)
@@ -68,36 +74,36 @@ def _record(scores: list[str], active: int, lean: int, recalls: int = 0) -> Cont
         turns=10,
         questions=questions,
         active_blocks=(active,) * 10,
-        oom_events=0,
-        oom_blocks=0,
+        oom_events=oom,
+        oom_blocks=oom,
         agent_evicted_blocks=0,
         recalls=recalls,
         recalled_turns=0,
         recalled_tokens=0,
         invalid_actions=0,
         archived_turns=0,
-        lean_blocks=(lean,) * 10,
     )
 
 
-def test_memory_saving_is_measured_against_the_lean_oracle_and_pays_only_for_answers() -> None:
-    lean = _record(["correct"] * 4, active=12, lean=12)
-    assert memory_saving(lean) == 1.0
-    emptier = _record(["correct"] * 4, active=2, lean=12)
-    assert memory_saving(emptier) == 1.0  # capped: nothing to gain below the lean oracle
-    full = _record(["correct"] * 4, active=48, lean=12)
-    assert memory_saving(full) == 0.0
-    empty = _record(["abstain"] * 4, active=1, lean=12)  # evict everything, answer nothing
-    assert memory_saving(empty) == 0.0 and context_score(empty)[1] == 0.0
-    half = _record(["correct", "correct", "abstain", "wrong"], active=12, lean=12)
-    assert memory_saving(half) == 0.5
+def test_an_empty_cache_earns_nothing_and_an_oom_costs_a_share_of_turns() -> None:
+    """No term pays for leaving blocks empty (the live facts need more than the budget): an
+    episode that evicts everything and answers nothing scores 0, the same answers with a full
+    cache score the same, and OOM turns cost their share."""
+    assert set(CONTEXT_COMPONENTS) == {"answer_quality", "oom_penalty", "recall_cost"}
+    empty = _record(["abstain"] * 4, active=1)
+    assert context_score(empty)[1] == 0.0
+    lean = _record(["correct"] * 4, active=12)
+    full = _record(["correct"] * 4, active=48)
+    assert context_score(lean)[1] == context_score(full)[1] == 1.0
+    half = _record(["correct", "correct", "abstain", "wrong"], active=12)
     assert answer_quality(half) == (2 + 0 - 0.25) / 4
+    crowded = _record(["correct"] * 4, active=48, oom=5)
+    assert oom_penalty(crowded) == -0.5
+    assert context_score(crowded)[1] == pytest.approx(1.0 - 0.05 * 0.5)
 
 
 def test_recall_is_charged_by_its_latency_in_answer_budgets() -> None:
-    few = dataclasses.replace(
-        _record(["correct"] * 6, active=12, lean=12, recalls=6), recall_latency_s=1.2
-    )
+    few = dataclasses.replace(_record(["correct"] * 6, active=12, recalls=6), recall_latency_s=1.2)
     many = dataclasses.replace(few, recalls=102, recall_latency_s=20.4)
     assert recall_cost(few) == pytest.approx(-1.0)  # 1.2 s over 6 questions of 0.2 s each
     assert recall_cost(many) == pytest.approx(-17.0)  # uncapped

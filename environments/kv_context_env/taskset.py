@@ -80,10 +80,6 @@ class KvContextTask(vf.Task[KvContextData, KvContextState, KvContextTaskConfig])
     async def oom_penalty(self, trace: vf.Trace) -> float:
         return CONTEXT_COMPONENTS["oom_penalty"](_record(trace))
 
-    @vf.reward(weight=CONTEXT_WEIGHTS["memory_saving"])
-    async def memory_saving(self, trace: vf.Trace) -> float:
-        return CONTEXT_COMPONENTS["memory_saving"](_record(trace))
-
     @vf.reward(weight=CONTEXT_WEIGHTS["recall_cost"])
     async def recall_cost(self, trace: vf.Trace) -> float:
         return CONTEXT_COMPONENTS["recall_cost"](_record(trace))

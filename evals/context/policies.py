@@ -1,18 +1,19 @@
 """Baseline agents of the conversation-context family. Each acts on a live `ContextEpisode`
-before the step, and must leave at most `max_blocks` active blocks (else the engine's own
-eviction counts as OOM). They differ only in which blocks they keep:
+before the step and should leave at most `max_blocks` active blocks (else the engine's own
+eviction counts as OOM). `CONTEXT_POLICIES` maps a name to a factory: `get_context_policy(name)`
+returns a fresh policy for one episode (some keep state across turns).
 
 - `noop`: does nothing; the engine's TensorRT-LLM prioritized LRU evicts (every time an OOM).
 - `trt-lru`: the same order done proactively (system blocks last, oldest first): no OOM.
 - `sliding-window`: keeps the most recent blocks, the system prompt included in eviction.
-- `sink-recent`: StreamingLLM: keeps the first `SINK_BLOCKS` blocks (attention sinks, the
-  system prompt) plus the most recent.
-- `window-recall`: `trt-lru` that also calls `recall(question)` when a question arrives,
-  bringing the archived turn that answers it back (seed 000's RAG archive at work).
-- `oracle`: built from the answer key alone: keeps the system prompt, the blocks of the
-  answer-bearing statements of questions still to come and the newest message, and evicts
-  every other block at once (lean: it holds no more than it needs, so no policy saves more
-  memory while answering).
+- `sink-recent`: StreamingLLM: keeps the first `SINK_BLOCKS` blocks plus the most recent.
+- `window-recall`: `trt-lru`, plus `recall(<the question>)` when a question arrives.
+- `oracle`: a clairvoyant keep / evict / recall plan from the answer key: it keeps the
+  answer-bearing sentences of the questions still to come, soonest asked first, as far as the
+  budget allows (Belady's order over sentences), evicts everything else, and when a question's
+  sentence is not in view it recalls it with the sentence's own words. It knows the questions
+  but pays for its recalls like anyone; it is greedy (not cost-optimal), so an honest agent may
+  beat it on an episode.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from kv_cache_env.context.episode import ContextEpisode
+
+from .keeping import evict_except, fill, locate, span_blocks
 
 SINK_BLOCKS = 4
 
@@ -75,34 +78,49 @@ def window_recall(episode: ContextEpisode) -> None:
 
 
 def oracle(episode: ContextEpisode) -> None:
-    cache = episode.cache
-    keep: set[int] = _system_blocks(episode) | episode.future_fact_blocks()
-    keep.update(cache.blocks_of(cache.n_messages - 1))  # the new message (a question is read)
-    drop = [
-        k
-        for k in range(cache.n_blocks)
-        if k not in keep and cache.is_active(k) and k != cache.tail_block
-    ]
-    if drop:
-        episode.evict_blocks(drop)
-    order = [k for k in range(cache.n_blocks) if k not in keep] + sorted(keep)
-    _evict_in_order(episode, order)  # only if the kept blocks alone exceed the budget
+    now = episode.current_message.index
+    question = episode.pending_question
+    if question is not None:
+        span = question.facts[0]
+        if locate(episode, span.message_index, span.start, span.end) is None:
+            text = episode.conversation.messages[span.message_index].text
+            episode.recall(text[span.start : span.end])
+    needed: dict[tuple[int, int, int], int] = {}
+    for q in episode.conversation.questions:
+        if q.message_index < now:
+            continue
+        span = q.facts[0]
+        needed.setdefault((span.message_index, span.start, span.end), q.message_index)
+    ranked = []
+    active = episode.cache.active_flags()
+    for (index, start, end), _ in sorted(needed.items(), key=lambda item: item[1]):
+        where = locate(episode, index, start, end, active)
+        if where is not None:
+            ranked.append(span_blocks(episode, where))
+    evict_except(episode, fill(episode, ranked))
 
 
-CONTEXT_POLICIES: dict[str, ContextPolicy] = {
-    "noop": noop,
-    "trt-lru": trt_lru,
-    "sliding-window": sliding_window,
-    "sink-recent": sink_recent,
-    "window-recall": window_recall,
-    "oracle": oracle,
+def _stateless(policy: ContextPolicy) -> Callable[[], ContextPolicy]:
+    return lambda: policy
+
+
+CONTEXT_POLICIES: dict[str, Callable[[], ContextPolicy]] = {
+    "noop": _stateless(noop),
+    "trt-lru": _stateless(trt_lru),
+    "sliding-window": _stateless(sliding_window),
+    "sink-recent": _stateless(sink_recent),
+    "window-recall": _stateless(window_recall),
+    "oracle": _stateless(oracle),
 }
+"""Name → factory of a fresh policy for one episode."""
 
 
 def get_context_policy(name: str) -> ContextPolicy:
+    """A fresh policy `name` for one episode; ValueError for an unknown name."""
     try:
-        return CONTEXT_POLICIES[name]
+        factory = CONTEXT_POLICIES[name]
     except KeyError:
         raise ValueError(
             f"{name!r} is not a context policy; known: {', '.join(CONTEXT_POLICIES)}"
         ) from None
+    return factory()

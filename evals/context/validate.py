@@ -1,47 +1,76 @@
-"""`kvarena validate`, context section (issue 16): the checks that the conversation-context
-family pays for judgment and not for tricks. Paired seeds 0..episodes-1 on `medium` and `hard`,
-the extractive reader unless stated:
+"""`kvarena validate`, context section: the checks that the conversation-context family pays for
+judging what a conversation will need, not for knowing its generator. They run on a fixed
+proof block of seeds (`PROOF_SEEDS`) that no tuning touches, `medium` and `hard`, the extractive
+reader (the leaderboard's reader) unless stated. "Closes x" is (agent − noop) / (oracle − noop)
+in mean reward on the same episodes, with a 95% bootstrap interval over episodes.
 
-- each keyless one-liner (`oneliners`: fact-shaped-sentence regex, role order,
-  digit/name protection, recall with the question's words) and the bag-of-words probe (trained
-  on seeds 1000-1999, disjoint from the test seeds) closes at most 70% of the noop -> oracle
-  gap in mean reward;
-- evict-all with an echo reader (rephrases the question, reads nothing) and with an "I don't
-  know" reader score at least 0.3 below `noop`: the whole 95% CI of the paired difference lies
-  below -0.3;
-- the oracle, built from the answer key alone, scores at least as much as every baseline and
-  one-liner on every episode;
-- sizing: the statements (facts, stale values, distractors, details nobody asks about) take at
-  least 1.5x the budget on hard and more than it on medium (smallest episode), while the oracle
-  keeps value accuracy >= 0.9;
-- determinism: rerunning episodes gives byte-identical results.
+Attacks, each at most `MAX_ATTACK` of the noop → oracle range:
+- `template-parser`: a parser built in code from the generator's own statement forms and pools
+  (its statement recall and precision against the ground truth are reported), keeping the latest
+  statement per (subject, property), dropping what was asked, recalling on demand;
+- `perfect-extraction`: the same policy on the generator's ground-truth statement list;
+- `recall-everything`: keeps nothing, recalls the needed sentence at each question;
+- `probe`: logistic regression on TF-IDF word and bigram features plus position, recency and
+  role, trained on `PROBE_EPISODES` generated episodes (held-out AUC reported), keeping what it
+  scores highest.
+The reference:
+- `signal-reader`: reads only what arrives and the documented signal rules (no answer key):
+  closes at least `MIN_SIGNAL` of the range.
+Readers and sizing:
+- the oracle's value accuracy with the extractive reader is at least 0.9;
+- evict-all with an echo reader, an "I don't know" reader and a reader that returns the whole
+  visible text scores at least `NOOP_MARGIN` below `noop` (mean paired difference; CI shown);
+- the live load (blocks holding answer-bearing sentences whose value is current and asked
+  later) is at least 1.5x the budget at every episode's peak and 1.2x on average over the
+  question times (tokens reported too);
+- novelty: at least half of a new episode's attributes (subject with its qualifier, and
+  property) never occur in the probe's training episodes;
+- determinism: reruns are byte-identical; the ordering of every agent is reported.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kv_cache_env.context.conversation import LEVELS, generate_conversation, statement_blocks
+import numpy as np
+
+from kv_cache_env.context.conversation import LEVELS, generate_conversation
 from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer
 
 from ..common.results import dumps
 from ..common.stats import mean_ci
 from ..serving.validate import Check
-from .oneliners import ONE_LINERS, BowProbe, probe_policy, train_probe
-from .policies import CONTEXT_POLICIES, ContextPolicy
+from .extraction import parser_quality, perfect_extraction, template_parser
+from .keeping import evict_except, recall_on_demand
+from .policies import ContextPolicy, get_context_policy
+from .probe import Probe, probe_auc, probe_policy, train_probe
 from .run import context_result
+from .signal_reader import SignalReader
+from .sizing import live_load, novelty
 
 JUDGED = ("medium", "hard")
+PROOF_SEED = 90_000
+"""First seed of the proof block: validate's episodes are seeds PROOF_SEED.. PROOF_SEED+n-1.
+Development and tuning used seeds below 1,000; nothing was tuned on this block."""
+PROBE_SEED = 50_000
+PROBE_EPISODES = 1000
+"""Training episodes of the probe (split evenly over the judged levels)."""
+AUC_SEED = 60_000
+AUC_EPISODES = 20
 BASELINES = ("noop", "trt-lru", "sliding-window", "sink-recent", "window-recall")
-RULES = ("fact-regex", "role-order", "digit-name", "recall-qwords", "bow-probe")
-MAX_GAP_CLOSED = 0.7
+ATTACKS = ("template-parser", "perfect-extraction", "recall-everything", "probe")
+REFERENCE = "signal-reader"
+MAX_ATTACK = 0.6
+MIN_SIGNAL = 0.8
 NOOP_MARGIN = 0.3
-PROBE_SEEDS = range(1000, 2000)
+MIN_ORACLE_ACCURACY = 0.9
+MIN_PEAK_LOAD = 1.5
+MIN_MEAN_LOAD = 1.2
+MIN_NOVELTY = 0.5
 
 Reader = Callable[[ContextEpisode, str], str]
 
@@ -50,24 +79,38 @@ def _extractive(episode: ContextEpisode, question: str) -> str:
     return extractive_answer(episode.visible_text(), question)
 
 
-_ASKED = re.compile(r"\b(my|[A-Z][a-z]+'s)\s+(.+?)(?:\s+(?:is|was|again)\b|\?|$)")
-
-
 def echo_reader(episode: ContextEpisode, question: str) -> str:
-    """Rephrases the question as the start of an answer and reads nothing: "What is my
-    locker code?" -> "your locker code is"."""
-    parts = [
-        f"{'your' if owner == 'my' else owner} {what} is"
-        for owner, what in _ASKED.findall(question.split(" and ")[0])
-    ]
-    return parts[0] if parts else question.rstrip("?")
+    """Rephrases the question and reads nothing."""
+    return question.rstrip("?").split(",")[-1].strip()
 
 
 def idk_reader(episode: ContextEpisode, question: str) -> str:
     return NO_ANSWER
 
 
-READERS: dict[str, Reader] = {"extractive": _extractive, "echo": echo_reader, "idk": idk_reader}
+def whole_text_reader(episode: ContextEpisode, question: str) -> str:
+    """Answers with everything it can see."""
+    return episode.visible_text()
+
+
+READERS: dict[str, Reader] = {
+    "extractive": _extractive,
+    "echo": echo_reader,
+    "idk": idk_reader,
+    "whole-text": whole_text_reader,
+}
+
+
+def evict_all(episode: ContextEpisode) -> None:
+    evict_except(episode, set())
+
+
+def recall_everything(episode: ContextEpisode) -> None:
+    """Keep nothing; at a question, recall the sentence that answers it and keep only that."""
+    recall_on_demand(episode)
+    cache = episode.cache
+    keep = set(cache.blocks_of(cache.n_messages - 1)) if episode.pending_question else set()
+    evict_except(episode, keep)
 
 
 @dataclass(frozen=True)
@@ -82,42 +125,62 @@ class ContextJob:
         return self.agent, self.reader, self.level, self.seed
 
 
-def context_validation_jobs(episodes: int) -> list[ContextJob]:
-    agents = [*BASELINES, "oracle", *RULES]
+CHECK_SEED = 80_000
+"""First seed of the block the test suite runs the section on (it checks the machinery, not
+the figures, and so never touches the proof block)."""
+
+
+def proof_seeds(episodes: int, first_seed: int = PROOF_SEED) -> range:
+    """The seeds of a run: the first `episodes` of the proof block (or of another block)."""
+    return range(first_seed, first_seed + episodes)
+
+
+def context_validation_jobs(episodes: int, first_seed: int = PROOF_SEED) -> list[ContextJob]:
+    agents = [*BASELINES, "oracle", *ATTACKS, REFERENCE]
+    seeds = proof_seeds(episodes, first_seed)
     jobs = [
         ContextJob(agent, "extractive", level, seed)
         for level in JUDGED
         for agent in agents
-        for seed in range(episodes)
+        for seed in seeds
     ]
     jobs += [
         ContextJob("evict-all", reader, level, seed)
         for level in JUDGED
-        for reader in ("echo", "idk")
-        for seed in range(episodes)
+        for reader in ("echo", "idk", "whole-text")
+        for seed in seeds
     ]
     return jobs
 
 
-_PROBE: BowProbe | None = None
+_PROBE: Probe | None = None
 
 
-def _set_probe(probe: BowProbe) -> None:
+def _set_probe(probe: Probe | None) -> None:
     global _PROBE
     _PROBE = probe
 
 
-def _policy(agent: str) -> ContextPolicy:
-    if agent == "bow-probe":
+def make_policy(agent: str) -> ContextPolicy:
+    """A fresh policy for one episode (the probe must be set first, see `_set_probe`)."""
+    if agent == "template-parser":
+        return template_parser()
+    if agent == "perfect-extraction":
+        return perfect_extraction()
+    if agent == "recall-everything":
+        return recall_everything
+    if agent == "probe":
         assert _PROBE is not None, "the probe is trained before the jobs run"
         return probe_policy(_PROBE)
-    if agent in ONE_LINERS:
-        return ONE_LINERS[agent]
-    return CONTEXT_POLICIES[agent]
+    if agent == REFERENCE:
+        return SignalReader()
+    if agent == "evict-all":
+        return evict_all
+    return get_context_policy(agent)
 
 
 def run_context_job(job: ContextJob) -> dict[str, Any]:
-    policy, reader = _policy(job.agent), READERS[job.reader]
+    policy, reader = make_policy(job.agent), READERS[job.reader]
     with ContextEpisode(generate_conversation(job.seed, job.level)) as episode:
         while not episode.done:
             policy(episode)
@@ -131,7 +194,7 @@ def run_context_job(job: ContextJob) -> dict[str, Any]:
 
 
 def _run(
-    jobs: list[ContextJob], workers: int, probe: BowProbe, tick: Callable[[], None]
+    jobs: list[ContextJob], workers: int, probe: Probe | None, tick: Callable[[], None]
 ) -> dict[tuple[str, str, str, int], dict[str, Any]]:
     _set_probe(probe)
     out: dict[tuple[str, str, str, int], dict[str, Any]] = {}
@@ -141,7 +204,7 @@ def _run(
             tick()
         return out
     with ProcessPoolExecutor(workers, initializer=_set_probe, initargs=(probe,)) as pool:
-        for job, result in zip(jobs, pool.map(run_context_job, jobs, chunksize=4), strict=True):
+        for job, result in zip(jobs, pool.map(run_context_job, jobs, chunksize=2), strict=True):
             out[job.key] = result
             tick()
     return out
@@ -151,22 +214,35 @@ def run_context_validation(
     episodes: int,
     workers: int = 1,
     tick: Callable[[], None] = lambda: None,
-    probe_seeds: Iterable[int] = PROBE_SEEDS,
+    probe_episodes: int = PROBE_EPISODES,
+    auc_episodes: int = AUC_EPISODES,
+    first_seed: int = PROOF_SEED,
 ) -> list[Check]:
-    """The context section's checks at `episodes` paired seeds per level. `probe_seeds` are
-    the probe's training seeds (CI uses fewer than the default 1000)."""
+    """The context section's checks at `episodes` proof seeds per level. `probe_episodes`:
+    the probe's training episodes (the test suite uses fewer than the default 1000);
+    `first_seed`: another block than the proof block (the test suite's `CHECK_SEED`)."""
     if episodes < 2:
         raise ValueError("the context checks need at least 2 episodes per level")
-    probe_seeds = list(probe_seeds)
-    if set(probe_seeds) & set(range(episodes)):
-        raise ValueError("the probe's training seeds must not overlap the test seeds")
-    probe = train_probe(probe_seeds, JUDGED)
-    table = _Table(_run(context_validation_jobs(episodes), workers, probe, tick), episodes)
+    per_level = max(1, probe_episodes // len(JUDGED))
+    train = range(PROBE_SEED, PROBE_SEED + per_level)
+    probe = train_probe(train, JUDGED)
+    auc = probe_auc(probe, range(AUC_SEED, AUC_SEED + max(1, auc_episodes // len(JUDGED))), JUDGED)
+    seeds = proof_seeds(episodes, first_seed)
+    jobs = context_validation_jobs(episodes, first_seed)
+    table = _Table(_run(jobs, workers, probe, tick), seeds)
     return [
-        *_one_liner_checks(table),
+        *_gap_checks(table),
+        _oracle_accuracy_check(table),
         *_reader_checks(table),
-        _oracle_check(table),
-        *_sizing_checks(table),
+        *_sizing_checks(seeds),
+        _novelty_check(train, seeds[:20]),
+        _parser_report(seeds[:10]),
+        Check(
+            "context probe held-out AUC for 'will be asked' (reported)",
+            True,
+            f"{auc[0]:.3f} over {auc[2]} sampled sentences, {auc[1]:.3f} over those holding "
+            f"a value; trained on {per_level * len(JUDGED)} episodes",
+        ),
         *_ordering_checks(table),
         _determinism_check(table),
     ]
@@ -174,112 +250,142 @@ def run_context_validation(
 
 @dataclass(frozen=True)
 class _Table:
-    """The validation run's results by (agent, reader, level, seed), on seeds 0..episodes-1."""
+    """The validation run's results by (agent, reader, level, seed), on the proof seeds."""
 
     results: dict[tuple[str, str, str, int], dict[str, Any]]
-    episodes: int
+    seeds: range
 
-    def rewards(self, agent: str, level: str, reader: str = "extractive") -> list[float]:
-        return [self.results[agent, reader, level, s]["reward"] for s in range(self.episodes)]
-
-    def mean(self, agent: str, level: str, reader: str = "extractive") -> float:
-        return mean_ci(self.rewards(agent, level, reader))[0]
+    def rewards(self, agent: str, level: str, reader: str = "extractive") -> np.ndarray:
+        return np.array([self.results[agent, reader, level, s]["reward"] for s in self.seeds])
 
     def metric(self, agent: str, level: str, name: str) -> float:
-        values = [
-            self.results[agent, "extractive", level, s]["metrics"][name]
-            for s in range(self.episodes)
-        ]
+        values = [self.results[agent, "extractive", level, s]["metrics"][name] for s in self.seeds]
         return sum(values) / len(values)
 
 
-def _one_liner_checks(t: _Table) -> list[Check]:
+def closed_share(table: _Table, agent: str, level: str) -> tuple[float, float, float]:
+    """(mean share of the noop → oracle range closed, 95% bootstrap low, high) over episodes."""
+    noop, oracle = table.rewards("noop", level), table.rewards("oracle", level)
+    agent_r = table.rewards(agent, level)
+    gap = oracle.mean() - noop.mean()
+    share = (agent_r.mean() - noop.mean()) / gap if gap > 0 else float("inf")
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, len(noop), size=(2000, len(noop)))
+    gaps = oracle[picks].mean(axis=1) - noop[picks].mean(axis=1)
+    shares = (agent_r[picks].mean(axis=1) - noop[picks].mean(axis=1)) / np.where(
+        gaps > 0, gaps, np.nan
+    )
+    low, high = np.nanpercentile(shares, [2.5, 97.5])
+    return float(share), float(low), float(high)
+
+
+def _gap_checks(t: _Table) -> list[Check]:
     checks = []
     for level in JUDGED:
-        noop, oracle = t.mean("noop", level), t.mean("oracle", level)
-        gap = oracle - noop
-        for rule in RULES:
-            closed = (t.mean(rule, level) - noop) / gap if gap > 0 else float("inf")
+        noop, oracle = t.rewards("noop", level).mean(), t.rewards("oracle", level).mean()
+        for agent in (*ATTACKS, REFERENCE):
+            share, low, high = closed_share(t, agent, level)
+            reference = agent == REFERENCE
+            bound = MIN_SIGNAL if reference else MAX_ATTACK
             checks.append(
                 Check(
-                    f"context {rule} closes <= {MAX_GAP_CLOSED:.0%} of noop->oracle on {level}",
-                    closed <= MAX_GAP_CLOSED,
-                    f"{rule} {t.mean(rule, level):+.3f} (value acc "
-                    f"{t.metric(rule, level, 'value_accuracy'):.2f}) closes {closed:.0%} of noop "
-                    f"{noop:+.3f} -> oracle {oracle:+.3f}",
+                    f"context {agent} closes {'>=' if reference else '<='} {bound:.0%} of "
+                    f"noop->oracle on {level}",
+                    share >= bound if reference else share <= bound,
+                    f"{agent} {t.rewards(agent, level).mean():+.3f} closes {share:.0%} "
+                    f"[{low:.0%}, {high:.0%}] of noop {noop:+.3f} -> oracle {oracle:+.3f} "
+                    f"(value acc {t.metric(agent, level, 'value_accuracy'):.2f}, recalls "
+                    f"{t.metric(agent, level, 'recalls'):.1f})",
                 )
             )
     return checks
+
+
+def _oracle_accuracy_check(t: _Table) -> Check:
+    accuracy = {level: t.metric("oracle", level, "value_accuracy") for level in JUDGED}
+    return Check(
+        f"context oracle value accuracy >= {MIN_ORACLE_ACCURACY} with the extractive reader",
+        all(a >= MIN_ORACLE_ACCURACY for a in accuracy.values()),
+        ", ".join(f"{level} {a:.3f}" for level, a in accuracy.items()),
+    )
 
 
 def _reader_checks(t: _Table) -> list[Check]:
     checks = []
     for level in JUDGED:
-        for reader in ("echo", "idk"):
-            pairs = zip(
-                t.rewards("evict-all", level, reader), t.rewards("noop", level), strict=True
+        for reader in ("echo", "idk", "whole-text"):
+            diff, half = mean_ci(
+                list(t.rewards("evict-all", level, reader) - t.rewards("noop", level))
             )
-            diff, half = mean_ci([a - b for a, b in pairs])
             checks.append(
                 Check(
                     f"context evict-all + {reader} >= {NOOP_MARGIN} below noop on {level}",
-                    diff + half <= -NOOP_MARGIN,
+                    diff <= -NOOP_MARGIN,
                     f"paired difference {diff:+.3f} [{diff - half:+.3f}, {diff + half:+.3f}] "
-                    f"({t.mean('evict-all', level, reader):+.3f} vs noop "
-                    f"{t.mean('noop', level):+.3f})",
+                    f"({t.rewards('evict-all', level, reader).mean():+.3f} vs noop "
+                    f"{t.rewards('noop', level).mean():+.3f})",
                 )
             )
     return checks
 
 
-def _oracle_check(t: _Table) -> Check:
-    others = [*BASELINES, *RULES]
-    margins = [
-        t.results["oracle", "extractive", level, s]["reward"]
-        - max(t.results[a, "extractive", level, s]["reward"] for a in others)
-        for level in JUDGED
-        for s in range(t.episodes)
-    ]
-    return Check(
-        "context oracle >= every baseline and one-liner, per episode",
-        min(margins) >= -1e-12,
-        f"{len(margins)} episodes x {len(others)} agents; smallest margin "
-        f"{min(margins):+.4f}, mean {sum(margins) / len(margins):+.4f}",
-    )
-
-
-def _sizing_checks(t: _Table) -> list[Check]:
+def _sizing_checks(seeds: range) -> list[Check]:
     checks = []
-    for level, need in (("medium", 1.0), ("hard", 1.5)):
+    for level in JUDGED:
+        loads = [live_load(generate_conversation(s, level)) for s in seeds]
+        peak = min(x.peak_blocks for x in loads)
+        mean = sum(x.mean_blocks for x in loads) / len(loads)
+        tokens_peak = min(x.peak_tokens for x in loads)
+        tokens_mean = sum(x.mean_tokens for x in loads) / len(loads)
         budget = LEVELS[level].max_blocks
-        ratios = [
-            statement_blocks(generate_conversation(s, level)) / budget for s in range(t.episodes)
-        ]
-        accuracy = t.metric("oracle", level, "value_accuracy")
-        strict = level == "medium"
-        ok = (min(ratios) > need if strict else min(ratios) >= need) and accuracy >= 0.9
         checks.append(
             Check(
-                f"context sizing on {level}: statements {'>' if strict else '>='} {need}x "
-                "budget, oracle value acc >= 0.9",
-                ok,
-                f"statements / budget {min(ratios):.2f}x (smallest) "
-                f"{sum(ratios) / len(ratios):.2f}x (mean) of {budget} blocks; oracle value "
-                f"accuracy {accuracy:.3f}",
+                f"context live load on {level}: >= {MIN_PEAK_LOAD}x the budget at every "
+                f"episode's peak, >= {MIN_MEAN_LOAD}x over question times (blocks)",
+                peak >= MIN_PEAK_LOAD and mean >= MIN_MEAN_LOAD,
+                f"{budget} blocks; peak {peak:.2f}x (smallest episode), mean over question "
+                f"times {mean:.2f}x (smallest {min(x.mean_blocks for x in loads):.2f}x); in "
+                f"tokens {tokens_peak:.2f}x / {tokens_mean:.2f}x",
             )
         )
     return checks
 
 
+def _novelty_check(train: Iterable[int], seeds: range) -> Check:
+    figures = novelty(train, JUDGED, seeds)
+    return Check(
+        f"context novelty: >= {MIN_NOVELTY:.0%} of a new episode's attributes unseen in "
+        "the probe's training episodes",
+        figures.attributes >= MIN_NOVELTY,
+        f"attributes (subject with qualifier, property) {figures.attributes:.0%} unseen; kinds "
+        f"(subject kind, property) {figures.kinds:.0%} unseen; over {figures.episodes} "
+        f"episodes against {figures.training} training episodes",
+    )
+
+
+def _parser_report(seeds: range) -> Check:
+    right = found = true = 0
+    for level in JUDGED:
+        for seed in seeds:
+            r, f, t = parser_quality(generate_conversation(seed, level))
+            right, found, true = right + r, found + f, true + t
+    return Check(
+        "context template parser statement recall / precision (reported)",
+        True,
+        f"recall {right / max(1, true):.3f}, precision {right / max(1, found):.3f} over "
+        f"{true} statements",
+    )
+
+
 def _ordering_checks(t: _Table) -> list[Check]:
-    agents = [*BASELINES, *RULES, "oracle"]
+    agents = [*BASELINES, *ATTACKS, REFERENCE, "oracle"]
     return [
         Check(
             f"context ordering on {level} (reported)",
             True,
             " > ".join(
-                f"{a} {t.mean(a, level):+.3f}"
-                for a in sorted(agents, key=lambda a: -t.mean(a, level))
+                f"{a} {t.rewards(a, level).mean():+.3f}"
+                for a in sorted(agents, key=lambda a: -t.rewards(a, level).mean())
             ),
         )
         for level in JUDGED
@@ -289,8 +395,8 @@ def _ordering_checks(t: _Table) -> list[Check]:
 def _determinism_check(t: _Table) -> Check:
     reruns = [
         ContextJob(agent, "extractive", level, seed)
-        for agent, level in (("oracle", "hard"), ("bow-probe", "medium"), ("recall-qwords", "hard"))
-        for seed in range(min(2, t.episodes))
+        for agent, level in (("oracle", "hard"), (REFERENCE, "medium"), ("template-parser", "hard"))
+        for seed in t.seeds[:2]
     ]
     same = [dumps(run_context_job(job)) == dumps(t.results[job.key]) for job in reruns]
     return Check(

@@ -200,6 +200,10 @@ class BlockCache:
         self._check_message(index)
         return self._messages[index]
 
+    def active_flags(self) -> tuple[bool, ...]:
+        """Whether each block is active, by absolute index (a snapshot)."""
+        return tuple(self._active)
+
     def is_active(self, k: int) -> bool:
         if not 0 <= k < len(self._active):
             raise ValueError(f"block {k} does not exist: valid blocks are 0..{self.n_blocks - 1}")

@@ -1,103 +1,65 @@
-"""The deterministic long-conversation generator and its answer key (seeds 000 + 001, v2 of
-issue 16). It owns `generate_conversation(seed, level)`, which plans (`plan.py`: facts,
-distractors, updates, decoys, turn shapes) and then writes the text (here, from the pools of
-`pools.py`), and the turn structure (`turns`); the difficulty levels are in `levels.py`
-(re-exported here as `LEVELS`). Everything is drawn from `numpy.random.default_rng(seed)`: the
-same seed and level give the identical conversation.
+"""The deterministic long-conversation generator and its answer key. It owns
+`generate_conversation(seed, level)`: it plans (`plan.py`: subjects, facts, asks, updates,
+signals), then writes every message (here, with `wording.py` and the lexicon's filler), and the
+turn structure (`turns`). Everything comes from `numpy.random.default_rng(seed)`: the same seed
+and level give the identical conversation.
 
-Shape of a conversation. Message 0 is the system prompt. Then `n_turns` turns, each
+Shape. Message 0 is the system prompt; then `n_turns` turns, each
 
-    user  →  [assistant reasoning span]  →  [tool output, up to two]  →  assistant reply
+    user  →  [assistant reasoning]  →  [tool outputs]  →  assistant reply
 
-so every user message is answered by the first later assistant message that is not a
-reasoning span (`turns`). User messages are topic chat, small talk and questions (kind
-`question`) about facts stated at least `min_gap_turns` turns earlier.
+A day of the conversation is `day_turns` turns; its first user message names the weekday. A
+question turn holds a user question (and, sometimes, "I'll need it again on Friday") and a short
+reply. Other turns carry the plan's statements and signals among filler: statements in the
+user's chat, in a notes file or an e-mail the assistant opens, or in its reasoning; plans,
+reminders and closures in chat; to-dos in notes; plans in a calendar listing. A user message
+that asks for a tool says which one.
 
-Facts are not lexically special (issue 16). A fact statement ("Maria's flight number is LH
-418", in one of many wordings, `wording.py`) is said in passing: a sentence inside a user's
-chat message (kind `fact`), a line of a notes file a tool prints, or a remark in the
-assistant's reasoning. Most statements are never asked about: besides each question's fact
-there are distractors (the same attribute of someone else), the stale value of an updated fact
-(the update reads like any statement, no announcing phrase) and `n_decoys` details nobody asks
-about. Filler carries the same entity types (names, numbers, codes, dates, places; the values
-come from the facts' pools) and sometimes names an attribute without a value. Replies never
-restate a value and never acknowledge a fact ("Noted!" would mark it).
-
-Answer key. Each `Question` names its key value(s), the candidate values (every value its
-templates could take), the answer-bearing statements' spans (`facts`; the current value only)
-and its level: `direct`, `distractor` (someone else's value of the same attribute is stated
-before the question), `tool` (the fact is a line of a tool output), `updated` (the value was
-stated again later; the answer is the latest) or `two_fact` (one question asks two facts).
-`Conversation.statements` spans every statement, asked or not.
+Answer key. Each `Question` names the current value when it is asked, the answer-bearing
+statement (`facts`), the fact's key, its level (`soon`: asked in the next turn; `later`: asked
+days later; `again`: a later ask of the same fact; `updated`: asked after the value changed),
+and the candidates: every value of the same class said anywhere in the conversation (other
+facts', stale ones, filler's), so naming any of them is a wrong answer.
+`Conversation.facts` is the ground-truth statement list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from kv_cache_env.context.levels import LEVELS, QUESTION_LEVELS, LevelSpec, QuestionLevel
-from kv_cache_env.context.plan import (
-    Events,
-    Host,
-    QuestionPlan,
-    Stmt,
-    TurnShape,
-    place_events,
-    plan_decoys,
-    plan_questions,
-    shape_turns,
-)
-from kv_cache_env.context.pools import (
-    CHITCHAT_ASSISTANT,
-    CHITCHAT_USER,
-    FILE_NAMES,
-    FOLDERS,
-    GREETINGS,
-    LOG_EVENTS,
-    LOG_SERVICES,
-    LOOK_BACK_REPLIES,
-    MONTHS,
-    NOTE_LINES,
-    NOTES_FILES,
-    NOTES_REPLIES,
-    OWNER_NAMES,
-    QUESTION_FORMS,
-    QUESTION_LEADS,
-    REASONING_QUESTION,
-    SYSTEM_PROMPT,
-    TEMPLATES,
-    TOOL_REPLIES,
-    TOOL_REQUESTS,
-    TOPIC_SWITCHES,
-    TOPICS,
-    TWO_FACT_FORMS,
-    ToolKind,
-    Topic,
-)
-from kv_cache_env.context.tokenizer import count_tokens, tokenize
-from kv_cache_env.context.types import (
-    BLOCK_SIZE,
-    Conversation,
-    FactSpan,
-    Kind,
-    Message,
-    Question,
-    Role,
-)
-from kv_cache_env.context.wording import attribute_sentence, entity_sentence, statement
+from .levels import LEVELS, LevelSpec
+from .lexicon import Lexicon, lexicon
+from .plan import Fact, Signal, World, plan_world
+from .tokenizer import count_tokens, tokenize
+from .types import BLOCK_SIZE, Conversation, FactSpan, Kind, Message, Question, Role, Statement
+from .valuegen import ValueDraw
+from .wording import Wording, capital
 
 __all__ = [
     "LEVELS",
-    "QUESTION_LEVELS",
     "LevelSpec",
-    "QuestionLevel",
     "generate_conversation",
     "statement_blocks",
     "total_blocks",
     "turns",
 ]
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant in a long-running chat with one user who is juggling errands, "
+    "bookings and projects over several days. Use the tools when asked, and when the user "
+    "asks about something from earlier, answer from the conversation itself."
+)
+HOSTS = ("chat",) * 10 + ("notes",) * 4 + ("email",) * 4 + ("reasoning",)
+"""Where a statement is said, by weight."""
+TOOL_REQUESTS = {
+    "notes": "Can you pull up my notes?",
+    "email": "Could you check my inbox?",
+    "calendar": "Can you look at my calendar?",
+    "search": "Can you search for that?",
+    "logs": "Can you check the sync log?",
+}
 
 
 def total_blocks(conversation: Conversation, block_size: int = BLOCK_SIZE) -> int:
@@ -106,45 +68,42 @@ def total_blocks(conversation: Conversation, block_size: int = BLOCK_SIZE) -> in
     return -(-tokens // block_size)
 
 
+def span_blocks(conversation: Conversation, span: FactSpan, block_size: int = BLOCK_SIZE) -> range:
+    """Blocks (absolute coordinates, no recall) holding the characters of `span`."""
+    start = sum(m.n_tokens for m in conversation.messages[: span.message_index])
+    text = conversation.messages[span.message_index].text
+    first = len(tokenize(text[: span.start]))
+    last = max(first, len(tokenize(text[: span.end])) - 1)
+    return range((start + first) // block_size, (start + last) // block_size + 1)
+
+
 def statement_blocks(
     conversation: Conversation,
     spans: Sequence[FactSpan] | None = None,
     block_size: int = BLOCK_SIZE,
 ) -> int:
-    """Distinct blocks (absolute coordinates, no recall) that hold `spans` (default: every
-    statement): what keeping all of them would cost."""
-    starts, total = [], 0
-    for m in conversation.messages:
-        starts.append(total)
-        total += m.n_tokens
+    """Distinct blocks that hold `spans` (default: every statement)."""
     blocks: set[int] = set()
     for span in conversation.statements if spans is None else spans:
-        message = conversation.messages[span.message_index]
-        pos, first, last = 0, None, None
-        for i, piece in enumerate(tokenize(message.text)):
-            if pos + len(piece) > span.start and pos < span.end:
-                first = i if first is None else first
-                last = i
-            pos += len(piece)
-        if first is None or last is None:
-            continue
-        base = starts[span.message_index]
-        blocks.update(range((base + first) // block_size, (base + last) // block_size + 1))
+        blocks.update(span_blocks(conversation, span, block_size))
     return len(blocks)
 
 
 def turns(conversation: Conversation) -> list[tuple[int, int]]:
     """The user→assistant turns as `(user index, assistant index)`, in order: each user message
-    is paired with the first later assistant message that is not a reasoning span. Messages
-    between the two (reasoning, tool outputs) belong to the turn. Recalled messages (kind
-    `recalled`) are not turns. A user message with no reply is a bug of the generator."""
+    is paired with the first later assistant message that is not a reasoning span."""
     messages = conversation.messages
     pairs: list[tuple[int, int]] = []
     for i, message in enumerate(messages):
         if message.role != "user" or message.kind == "recalled":
             continue
         reply = next(
-            (j for j in range(i + 1, len(messages)) if _is_reply(messages[j])),
+            (
+                j
+                for j in range(i + 1, len(messages))
+                if messages[j].role == "assistant"
+                and messages[j].kind not in ("reasoning", "recalled")
+            ),
             None,
         )
         assert reply is not None, f"user message {i} has no assistant reply"
@@ -152,416 +111,286 @@ def turns(conversation: Conversation) -> list[tuple[int, int]]:
     return pairs
 
 
-def _is_reply(message: Message) -> bool:
-    return message.role == "assistant" and message.kind not in ("reasoning", "recalled")
-
-
 def generate_conversation(seed: int, level: str) -> Conversation:
     """The conversation and answer key of `seed` at `level` (a key of `LEVELS`)."""
     if level not in LEVELS:
         raise ValueError(f"{level!r} is not a level; choose one of {sorted(LEVELS)}")
     spec = LEVELS[level]
-    if spec.n_questions * 2 > len(TEMPLATES):
-        raise ValueError(f"{level}: at most {len(TEMPLATES) // 2} questions")
     rng = np.random.default_rng(seed)
-    plans = plan_questions(rng, spec)
-    decoys = plan_decoys(rng, spec, plans)
-    events = place_events(rng, spec, plans, decoys)
-    shapes = shape_turns(rng, spec, events)
-    return _Builder(rng, seed, level).build(spec, plans, events, shapes)
+    lex = lexicon()
+    planner_world = plan_world(rng, spec, lex)
+    return _Builder(rng, seed, level, spec, lex, planner_world).build()
 
 
-# --- building ------------------------------------------------------------------------------
-
-
-class _Deck:
-    """Draws items without repeats until all have been used, then reshuffles."""
-
-    def __init__(self, rng: np.random.Generator, items: Sequence[str]) -> None:
-        assert items, "an empty pool"
-        self._rng = rng
-        self._items = tuple(items)
-        self._order: list[int] = []
-
-    def draw(self) -> str:
-        if not self._order:
-            self._order = [int(i) for i in self._rng.permutation(len(self._items))]
-        return self._items[self._order.pop()]
-
-    def fresh(self) -> Callable[[], str | None]:
-        """A drawer for one message: no item twice; None once every item has been used."""
-        used: set[str] = set()
-
-        def draw() -> str | None:
-            for _ in range(2 * len(self._items)):
-                item = self.draw()
-                if item not in used:
-                    used.add(item)
-                    return item
-            return None
-
-        return draw
-
-
-def _fill(deck: _Deck, lo: int, hi: int, rng: np.random.Generator, sep: str = " ") -> str:
-    """Distinct items from `deck` joined by `sep` until a target in [lo, hi] tokens is
-    reached; see `_fill_parts`."""
-    return sep.join(_fill_parts([], deck.fresh(), lo, hi, rng, sep))
-
-
-def _fill_parts(
-    head: list[str],
-    draw: Callable[[], str | None],
-    lo: int,
-    hi: int,
-    rng: np.random.Generator,
-    sep: str,
-) -> list[str]:
-    """`head` plus drawn items until the joined text reaches a target drawn in [lo, hi]
-    tokens; never above `hi` unless the head (or the first item) is; shorter when `draw` runs
-    out (returns None). Counts add up piecewise: a single whitespace `sep` before an item
-    starts a fresh token, so the running sum is the count of the joined text."""
-    target = int(rng.integers(lo, hi + 1))
-    first = None if head else draw()
-    parts = [*head] if first is None else [first]
-    total = count_tokens(sep.join(parts))
-    while total < target:
-        item = draw()
-        if item is None:
-            break
-        more = count_tokens(sep + item)
-        if total + more > hi:
-            break
-        parts.append(item)
-        total += more
-    return parts
-
-
-def _owner_question(owner: str) -> str:
-    return "my" if owner == "" else f"{owner}'s"
-
-
-def _owner_answer(owner: str) -> str:
-    return "your" if owner == "" else f"{owner}'s"
-
-
-Part = tuple[str, "Stmt | None"]
-"""A piece of a message's text, and the statement it is (None for filler)."""
-
-
-def _join(parts: Sequence[Part], sep: str) -> tuple[str, list[tuple[Stmt, int, int]]]:
-    """The joined text and each statement's character span in it."""
-    text, spans = "", []
-    for i, (piece, stmt) in enumerate(parts):
-        if i:
-            text += sep
-        if stmt is not None:
-            spans.append((stmt, len(text), len(text) + len(piece)))
-        text += piece
-    return text, spans
-
-
-def _insert(rng: np.random.Generator, parts: list[Part], items: Sequence[Part], lo: int) -> None:
-    """Insert `items` at random positions of `parts`, none before index `lo`."""
-    for item in items:
-        parts.insert(int(rng.integers(lo, len(parts) + 1)), item)
+Part = tuple[str, "tuple[Fact, int] | None"]
+"""A piece of a message and the statement it is (fact, value index), or None."""
 
 
 class _Builder:
-    """Writes the messages of one conversation, turn by turn, from the plan."""
-
-    def __init__(self, rng: np.random.Generator, seed: int, level: str) -> None:
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        seed: int,
+        level: str,
+        spec: LevelSpec,
+        lex: Lexicon,
+        world: World,
+    ) -> None:
         self.rng = rng
         self.seed = seed
         self.level = level
+        self.spec = spec
+        self.lex = lex
+        self.world = world
+        self.first_weekday = int(rng.integers(7))
+        self.say = Wording(rng, lex, spec.day_turns, self.first_weekday)
+        self.values = ValueDraw(rng, lex)
         self.messages: list[Message] = []
-        self.decks: dict[str, _Deck] = {}
-        self.introduced: set[str] = set()
-        """Topics the user has brought up so far."""
-        self.spans: list[tuple[Stmt, FactSpan]] = []
-        self.pools = _entity_pools()
-        self.asked_keys: set[str] = set()
-        """Keys of asked facts: attribute filler never names them (it would tie the fact)."""
+        self.located: dict[tuple[int, int], FactSpan] = {}
+        """(fact id, value index) → where it was said."""
+        self.filler_values: dict[str, set[str]] = {}
+        """Values of filler sentences by class (wrong answers for that class)."""
+        self.recent: dict[str, list[str]] = {}
 
-    def deck(self, key: str, items: Sequence[str]) -> _Deck:
-        if key not in self.decks:
-            self.decks[key] = _Deck(self.rng, items)
-        return self.decks[key]
+    def pick(self, items: Sequence[str]) -> str:
+        return items[int(self.rng.integers(len(items)))]
 
-    def add(
-        self, role: Role, kind: Kind, text: str, spans: Sequence[tuple[Stmt, int, int]] = ()
-    ) -> int:
+    def fresh(self, key: str, items: Sequence[str]) -> str:
+        """An item not among the last few drawn for `key` (no sentence twice in a row)."""
+        recent = self.recent.setdefault(key, [])
+        choices = [x for x in items if x not in recent] or list(items)
+        item = self.pick(choices)
+        recent.append(item)
+        del recent[: max(0, len(recent) - min(4, len(items) - 1))]
+        return item
+
+    def add(self, role: Role, kind: Kind, parts: Sequence[Part], sep: str = " ") -> int:
         index = len(self.messages)
-        keys = tuple(dict.fromkeys(s.key for s, _, _ in spans))
-        self.messages.append(Message(index, role, kind, text, max(1, count_tokens(text)), keys))
-        self.spans.extend((s, FactSpan(index, a, b)) for s, a, b in spans)
+        text = ""
+        keys: list[str] = []
+        for i, (piece, stated) in enumerate(parts):
+            if i:
+                text += sep
+            if stated is not None:
+                fact, value = stated
+                self.located[(fact.id, value)] = FactSpan(index, len(text), len(text) + len(piece))
+                keys.append(fact.key)
+            text += piece
+        tokens = max(1, count_tokens(text))
+        self.messages.append(Message(index, role, kind, text, tokens, tuple(dict.fromkeys(keys))))
         return index
 
-    def say(self, stmt: Stmt, where: Host) -> str:
-        return statement(self.rng, where, stmt.owner, stmt.template.attr, stmt.value)
+    # ------------------------------------------------------------------------------ build
 
-    def build(
-        self,
-        spec: LevelSpec,
-        plans: Sequence[QuestionPlan],
-        events: Events,
-        shapes: Sequence[TurnShape],
-    ) -> Conversation:
-        rng = self.rng
-        self.asked_keys = {f"{f.owner or 'my'}|{f.template.attr}" for p in plans for f in p.facts}
-        n_topics = 2 if spec.n_turns < 30 else 3
-        topics = [TOPICS[int(i)] for i in rng.choice(len(TOPICS), size=n_topics, replace=False)]
-        self.add("system", "system", SYSTEM_PROMPT)
-        asked: dict[int, tuple[int, str]] = {}
-        for t, shape in enumerate(shapes):
-            topic = topics[t * n_topics // spec.n_turns]
-            stmts = events.stmts.get(t, [])
-            q = events.questions.get(t)
-            tools = [ToolKind.NOTES] if shape.notes else []
-            tools += [ToolKind(int(rng.integers(3))) for _ in range(shape.tools - len(tools))]
-            if t == 0:
-                user = f"{self.deck('greet', GREETINGS).draw()} {topic.intro}"
-                self.introduced.add(topic.key)
-                self.add("user", "chat", user)
-            elif q is not None:
-                sentence = self.question_sentence(plans[q])
-                lead = self.deck("qlead", QUESTION_LEADS).draw()
-                index = self.add("user", "question", f"{lead} {sentence}")
-                asked[q] = (index, sentence)
+    def build(self) -> Conversation:
+        spec, world = self.spec, self.world
+        facts = {f.id: f for f in world.facts}
+        statements: dict[int, list[tuple[Fact, int]]] = {}
+        signals: dict[int, list[tuple[Fact, Signal]]] = {}
+        again: dict[int, tuple[Fact, Signal]] = {}
+        for fact in world.facts:
+            for i, turn in enumerate(fact.said):
+                statements.setdefault(turn, []).append((fact, i))
+            for signal in fact.signals:
+                if signal.kind == "again":
+                    again[signal.turn] = (fact, signal)
+                    continue
+                turn = signal.turn
+                while turn in world.questions and turn > 0:
+                    turn -= 1
+                signals.setdefault(turn, []).append((fact, signal))
+        threads = sorted({f.subject.kind.thread for f in world.facts})
+        self.add("system", "system", [(SYSTEM_PROMPT, None)])
+        asked: list[tuple[int, int, str, Fact]] = []
+        for turn in range(spec.n_turns):
+            thread = threads[min(len(threads) - 1, turn * len(threads) // spec.n_turns)]
+            opening = (
+                self.say.day_start(turn // spec.day_turns) if turn % spec.day_turns == 0 else None
+            )
+            if turn in world.questions:
+                fact = facts[world.questions[turn]]
+                index, text = self.question_turn(turn, fact, opening, again.get(turn))
+                asked.append((index, turn, text, fact))
             else:
-                said = [s for s in stmts if s.host == "chat"]
-                self.user_chat(topic, spec, shape, tools, said)
-            if shape.reasoning:
-                said = [s for s in stmts if s.host == "reasoning"]
-                self.reasoning(topic, q is not None, said)
-            for tool in tools:
-                if tool is ToolKind.NOTES:
-                    self.notes([s for s in stmts if s.host == "notes"])
-                else:
-                    self.add("tool", "tool_output", self.tool_output(topic, tool))
-            self.add("assistant", *self.reply(topic, shape, q is not None))
-        assert len(self.messages) == spec.n_messages, "turn shapes disagree with n_messages"
+                self.turn(turn, thread, opening, statements.get(turn, []), signals.get(turn, []))
         return Conversation(
             self.seed,
             self.level,
             tuple(self.messages),
-            self.questions(plans, asked),
-            tuple(span for _, span in self.spans),
+            self.questions(asked),
+            tuple(self.located[(f.id, i)] for f in world.facts for i in range(len(f.values))),
+            tuple(
+                Statement(self.located[(f.id, i)], f.key, f.values[i], f.prop.value_class, i)
+                for f in world.facts
+                for i in range(len(f.values))
+            ),
         )
 
-    def questions(
-        self, plans: Sequence[QuestionPlan], asked: Mapping[int, tuple[int, str]]
-    ) -> tuple[Question, ...]:
-        out = []
-        for q, plan in sorted(enumerate(plans), key=lambda qp: asked[qp[0]][0]):
-            facts = []
-            for sub, fact in enumerate(plan.facts):
-                kind = "update" if fact.update is not None else "fact"
-                (span,) = [
-                    sp
-                    for s, sp in self.spans
-                    if s.question == q and s.sub == sub and s.kind == kind
-                ]
-                facts.append(span)
-            answer = " and ".join(
-                f"{_owner_answer(f.owner)} {f.template.attr} is {f.answer_value}"
-                for f in plan.facts
+    def question_turn(
+        self, turn: int, fact: Fact, opening: str | None, again: tuple[Fact, Signal] | None
+    ) -> tuple[int, str]:
+        """The question turn's messages; (the question's message index, its question)."""
+        parts: list[Part] = [(opening, None)] if opening else []
+        question = self.say.question(fact)
+        parts.append((question, None))
+        if again is not None:
+            phrase = self.say.day_phrase(turn, again[1].day, again[1].part)
+            form = self.fresh("again", self.lex.text("signals", "again"))
+            parts.append((capital(form.format(w=phrase)), None))
+        index = self.add("user", "question", parts)
+        self.add(
+            "assistant",
+            "chat",
+            [(self.fresh("lookback", self.lex.text("speech", "lookback")), None)],
+        )
+        return index, question
+
+    def turn(
+        self,
+        turn: int,
+        thread: str,
+        opening: str | None,
+        said: list[tuple[Fact, int]],
+        signals: list[tuple[Fact, Signal]],
+    ) -> None:
+        rng, lex = self.rng, self.lex
+        topic = lex.raw["threads"][thread]
+        hosted: dict[str, list[Part]] = {
+            h: [] for h in ("chat", "notes", "email", "reasoning", "calendar")
+        }
+        for fact, index in said:
+            host = self.pick(HOSTS)
+            hosted[host].append((self.say.statement(fact, index, host), (fact, index)))
+        for fact, signal in signals:
+            text = self.say.signal(fact, signal, turn)
+            host = {"todo": "notes", "calendar": "calendar"}.get(signal.kind, "chat")
+            hosted[host].append((text, None))
+        tools = [h for h in ("notes", "email", "calendar") if hosted[h]]
+        if not tools and rng.random() < 0.2:
+            tools = ["search" if rng.random() < 0.5 else "logs"]
+        # the user's message
+        filler: list[Part] = []
+        lo, hi = self.spec.filler
+        for _ in range(int(rng.integers(lo, hi + 1))):
+            pool = topic["user"] if rng.random() < 0.8 else lex.raw["small_talk"]["user"]
+            filler.append((self.fresh(f"user-{thread}", pool), None))
+        if rng.random() < 0.3:
+            text, values = self.say.entity_filler(self.values)
+            for cls, value in values.items():
+                self.filler_values.setdefault(cls, set()).add(value)
+            filler.append((text, None))
+        items = filler + hosted["chat"]
+        parts: list[Part] = [items[int(i)] for i in rng.permutation(len(items))]
+        if turn == 0:
+            parts.insert(0, (f"Hi! {topic['intro']}", None))
+        if opening:
+            parts.insert(0, (opening, None))
+        if not parts:
+            parts.append((self.fresh(f"user-{thread}", topic["user"]), None))
+        if tools:
+            parts.append(
+                (
+                    TOOL_REQUESTS[tools[0]]
+                    if len(tools) == 1
+                    else "Can you check a couple of things?",
+                    None,
+                )
             )
+        self.add("user", "chat", parts)
+        if hosted["reasoning"] or rng.random() < 0.15:
+            self.add(
+                "assistant",
+                "reasoning",
+                [(self.fresh(f"reason-{thread}", topic["reasoning"]), None), *hosted["reasoning"]],
+            )
+        for tool in tools:
+            self.tool(tool, thread, hosted.get(tool, []))
+        reply: list[Part] = (
+            [(self.fresh("tool-reply", lex.text("tools", "replies")), None)] if tools else []
+        )
+        for _ in range(int(rng.integers(1, 3))):
+            pool = topic["assistant"] if rng.random() < 0.8 else lex.raw["small_talk"]["assistant"]
+            reply.append((self.fresh(f"assistant-{thread}", pool), None))
+        self.add("assistant", "chat", reply)
+
+    def tool(self, tool: str, thread: str, lines: list[Part]) -> None:
+        rng, lex = self.rng, self.lex
+        names = lex.raw["names"]
+        if tool == "notes":
+            body = lines + [
+                (f"- {self.fresh('log', lex.text('tools', 'log_lines'))}", None)
+                for _ in range(int(rng.integers(1, 3)))
+            ]
+            order = [body[int(i)] for i in rng.permutation(len(body))]
+            self.add(
+                "tool",
+                "tool_output",
+                [(f"$ cat ~/notes/{thread}.md", None), (f"# {thread} notes", None), *order],
+                "\n",
+            )
+        elif tool == "email":
+            sender = f"{self.pick(names['first'])} {self.pick(names['surnames'])}"
+            head = [
+                ("$ mail --show latest", None),
+                (f"From: {sender}", None),
+                ("Subject: a few details", None),
+            ]
+            greeting = (self.pick(["Hi,", "Hello,", "Hi there,"]), None)
+            sign = (f"{self.pick(['Best,', 'Thanks,', 'Cheers,'])} {sender.split()[0]}", None)
+            self.add("tool", "tool_output", [*head, greeting, *lines, sign], "\n")
+        elif tool == "calendar":
+            self.add("tool", "tool_output", [("$ cal --week", None), *lines], "\n")
+        elif tool == "search":
+            query = self.pick(lex.text("tools", "search_queries"))
+            results = [
+                (f"{i + 1}. {self.fresh('result', lex.text('tools', 'search_results'))}", None)
+                for i in range(int(rng.integers(2, 5)))
+            ]
+            self.add("tool", "tool_output", [(f'search("{query}")', None), *results], "\n")
+        else:
+            stamps = [
+                (
+                    f"10:{int(rng.integers(60)):02d} INFO "
+                    f"{self.pick(lex.text('tools', 'log_lines'))}",
+                    None,
+                )
+                for _ in range(int(rng.integers(2, 6)))
+            ]
+            self.add("tool", "tool_output", [("$ tail -n 5 sync.log", None), *stamps], "\n")
+
+    def questions(self, asked: list[tuple[int, int, str, Fact]]) -> tuple[Question, ...]:
+        out = []
+        seen: dict[int, int] = {}
+        for index, turn, text, fact in asked:
+            current = fact.value_at(turn)
+            span = self.located[(fact.id, current)]
+            n = seen.get(fact.id, 0)
+            seen[fact.id] = n + 1
+            level = (
+                "soon"
+                if fact.role == "soon"
+                else "updated"
+                if current > 0
+                else "again"
+                if n
+                else "later"
+            )
+            cls = fact.prop.value_class
+            candidates = {
+                v for f in self.world.facts if f.prop.value_class == cls for v in f.values
+            }
+            candidates |= self.filler_values.get(cls, set())
             out.append(
                 Question(
-                    message_index=asked[q][0],
-                    fact_index=facts[0].message_index,
-                    text=asked[q][1],
-                    answer=answer,
-                    level=plan.level,
-                    values=tuple(f.answer_value for f in plan.facts),
-                    candidates=tuple(
-                        dict.fromkeys(v for f in plan.facts for v in f.template.values)
-                    ),
-                    facts=tuple(facts),
+                    message_index=index,
+                    fact_index=span.message_index,
+                    text=text,
+                    answer=f"{fact.subject.full} {fact.prop.nouns[0]}: {fact.values[current]}",
+                    level=level,
+                    values=(fact.values[current],),
+                    candidates=tuple(sorted(candidates)),
+                    facts=(span,),
+                    key=fact.key,
                 )
             )
         return tuple(out)
-
-    # -- user messages
-
-    def user_chat(
-        self,
-        topic: Topic,
-        spec: LevelSpec,
-        shape: TurnShape,
-        tools: Sequence[ToolKind],
-        said: Sequence[Stmt],
-    ) -> None:
-        rng = self.rng
-        if shape.chitchat and not said:
-            text = _fill(self.deck("chit_user", CHITCHAT_USER), 10, 40, rng)
-            self.add("user", "chitchat", text)
-            return
-        draw = self.deck(f"{topic.key}_user", topic.user).fresh()
-        parts: list[Part] = [(p, None) for p in _fill_parts([], draw, 10, 50, rng, " ")]
-        extra: list[Part] = []
-        if rng.random() < spec.p_entity:
-            extra.append((entity_sentence(rng, self.pools), None))
-        if rng.random() < spec.p_attribute:
-            template = TEMPLATES[int(rng.integers(len(TEMPLATES)))]
-            owner = "" if rng.random() < 0.5 else OWNER_NAMES[int(rng.integers(len(OWNER_NAMES)))]
-            name = OWNER_NAMES[int(rng.integers(len(OWNER_NAMES)))]
-            if f"{owner or 'my'}|{template.attr}" not in self.asked_keys:
-                extra.append((attribute_sentence(rng, owner, template.attr, name), None))
-        extra += [(self.say(s, "chat"), s) for s in said]
-        order = [int(i) for i in rng.permutation(len(extra))]
-        _insert(rng, parts, [extra[i] for i in order], 0)
-        if topic.key not in self.introduced:
-            self.introduced.add(topic.key)
-            switch = self.deck("switch", TOPIC_SWITCHES).draw()
-            parts.insert(0, (f"{switch} {topic.intro}", None))
-        if tools:
-            request = self.deck(f"ask_{tools[0].name}", TOOL_REQUESTS[tools[0]]).draw()
-            parts.append((request, None))
-        text, spans = _join(parts, " ")
-        self.add("user", "fact" if said else "chat", text, spans)
-
-    def question_sentence(self, plan: QuestionPlan) -> str:
-        if len(plan.facts) == 2:
-            a, b = plan.facts
-            form = self.deck("qform2", TWO_FACT_FORMS).draw()
-            return form.format(
-                o1=_owner_question(a.owner),
-                a1=a.template.attr,
-                o2=_owner_question(b.owner),
-                a2=b.template.attr,
-            )
-        form = self.deck("qform", QUESTION_FORMS).draw()
-        fact = plan.facts[0]
-        return form.format(owner=_owner_question(fact.owner), attr=fact.template.attr)
-
-    # -- assistant and tool messages
-
-    def reasoning(self, topic: Topic, question: bool, said: Sequence[Stmt]) -> None:
-        rng = self.rng
-        if question and not said:
-            self.add("assistant", "reasoning", self.deck("reason_q", REASONING_QUESTION).draw())
-            return
-        draw = self.deck(f"{topic.key}_reason", topic.reasoning).fresh()
-        parts: list[Part] = [(p, None) for p in _fill_parts([], draw, 20, 100, rng, " ")]
-        _insert(rng, parts, [(self.say(s, "reasoning"), s) for s in said], 0)
-        text, spans = _join(parts, " ")
-        self.add("assistant", "reasoning", text, spans)
-
-    def reply(self, topic: Topic, shape: TurnShape, question: bool) -> tuple[Kind, str]:
-        rng = self.rng
-        if question:
-            return "chat", self.deck("lookback", LOOK_BACK_REPLIES).draw()
-        if shape.chitchat:
-            return "chitchat", _fill(self.deck("chit_asst", CHITCHAT_ASSISTANT), 10, 50, rng)
-        prefix = ""
-        if shape.notes:
-            prefix = self.deck("notes_done", NOTES_REPLIES).draw()
-        elif shape.tools:
-            prefix = self.deck("tool_done", TOOL_REPLIES).draw()
-        room = _CHAT_TOKENS[1] - count_tokens(prefix) - 1
-        body = _fill(self.deck(f"{topic.key}_asst", topic.assistant), 20, room, rng)
-        return "chat", f"{prefix} {body}".strip()
-
-    def notes(self, said: Sequence[Stmt]) -> None:
-        """A notes file; the turn's `notes` statements are lines of it, among to-do lines."""
-        rng = self.rng
-        path, title = NOTES_FILES[int(rng.integers(len(NOTES_FILES)))]
-        fresh = self.deck("note_line", NOTE_LINES).fresh()
-
-        def line() -> str | None:
-            note = fresh()
-            return None if note is None else f"- {note}"
-
-        head = [f"$ cat {path}", f"# {title}"]
-        parts: list[Part] = [(p, None) for p in _fill_parts(head, line, 40, 150, rng, "\n")]
-        _insert(rng, parts, [(self.say(s, "notes"), s) for s in said], 2)
-        text, spans = _join(parts, "\n")
-        self.add("tool", "tool_output", text, spans)
-
-    def tool_output(self, topic: Topic, kind: ToolKind) -> str:
-        if kind is ToolKind.SEARCH:
-            return self.search(topic)
-        if kind is ToolKind.LISTING:
-            return self.listing()
-        return self.logs()
-
-    def search(self, topic: Topic) -> str:
-        query = self.deck(f"{topic.key}_query", topic.queries).draw()
-        fresh = self.deck(f"{topic.key}_result", topic.results).fresh()
-        counter = iter(range(1, len(topic.results) + 1))
-
-        def result() -> str | None:
-            found = fresh()
-            if found is None:
-                return None
-            title = found.split(" - ", 1)[0]
-            slug = "-".join(w for w in "".join(c if c.isalnum() else " " for c in title).split())
-            return f"{next(counter)}. {found}\n   https://www.example.org/{slug.lower()}"
-
-        head = [f'search("{query}")']
-        return "\n".join(_fill_parts(head, result, *_TOOL_TOKENS, self.rng, "\n"))
-
-    def listing(self) -> str:
-        rng = self.rng
-        folder = FOLDERS[int(rng.integers(len(FOLDERS)))]
-        names = self.deck("file", FILE_NAMES).fresh()
-
-        def line() -> str | None:
-            size = int(rng.integers(120, 90000))
-            month = MONTHS[int(rng.integers(12))]
-            day = int(rng.integers(1, 29))
-            name = names()
-            return (
-                None
-                if name is None
-                else f"-rw-r--r--  1 dev  staff  {size:>6} {month} {day:>2} {name}"
-            )
-
-        return "\n".join(_fill_parts([f"$ ls -l {folder}"], line, *_TOOL_TOKENS, rng, "\n"))
-
-    def logs(self) -> str:
-        rng = self.rng
-        service = LOG_SERVICES[int(rng.integers(len(LOG_SERVICES)))]
-        events = self.deck("log", LOG_EVENTS)  # repeats are fine in a log
-        clock = [int(rng.integers(60)), int(rng.integers(60))]  # minute, second
-
-        def line() -> str:
-            clock[1] += int(rng.integers(1, 40))
-            clock[0], clock[1] = (clock[0] + clock[1] // 60) % 60, clock[1] % 60
-            level = ("INFO", "INFO", "INFO", "WARN", "DEBUG")[int(rng.integers(5))]
-            stamp = f"2024-05-14 10:{clock[0]:02d}:{clock[1]:02d}"
-            return f"{stamp} {level} {service}: {events.draw()}"
-
-        head = [f"$ tail -n 20 /var/log/{service}.log"]
-        return "\n".join(_fill_parts(head, line, *_TOOL_TOKENS, rng, "\n"))
-
-
-def _entity_pools() -> dict[str, tuple[str, ...]]:
-    """Slot values of `wording.ENTITY_FILLER`, from the same pools as facts' values."""
-    by_attr = {t.attr: t.values for t in TEMPLATES}
-    codes = (
-        by_attr["locker code"]
-        + by_attr["hotel room number"]
-        + by_attr["library card number"]
-        + by_attr["gym membership number"]
-        + by_attr["parking spot"]
-        + by_attr["trip budget"]
-    )
-    return {
-        "n": OWNER_NAMES,
-        "m": by_attr["manager's name"] + by_attr["emergency contact"],
-        "d": by_attr["birthday"] + by_attr["wedding anniversary"],
-        "t": ("9:30", "noon", "4:15 pm", "11 am", "half past three"),
-        "x": codes,
-        "r": by_attr["favourite restaurant"],
-        "c": by_attr["hometown"],
-        "k": by_attr["project codename"] + by_attr["favourite band"],
-    }
-
-
-_TOOL_TOKENS = (60, 250)
-"""Length range of a tool output, in tokens."""
-_CHAT_TOKENS = (10, 120)
-"""Length range of a chat message, in tokens."""

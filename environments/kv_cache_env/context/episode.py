@@ -129,9 +129,6 @@ class ContextRecord:
     recalled_tokens: int
     invalid_actions: int
     archived_turns: int
-    lean_blocks: tuple[int, ...] = ()
-    """Per turn, the blocks a lean oracle holds: the system prompt, the answer-bearing
-    statements still to be asked, and the newest message (the memory reference)."""
     recall_latency_s: float = 0.0
     """Summed `recall_latency_s` of every recall (searches that found nothing included)."""
 
@@ -165,7 +162,6 @@ class ContextRecord:
             "recalled_tokens": self.recalled_tokens,
             "invalid_actions": self.invalid_actions,
             "archived_turns": self.archived_turns,
-            "lean_blocks": list(self.lean_blocks),
             "recall_latency_s": self.recall_latency_s,
         }
 
@@ -175,8 +171,7 @@ class ContextRecord:
         raw = dict(data)
         questions = tuple(QuestionResult(**q) for q in raw.pop("questions"))  # type: ignore[arg-type,union-attr]
         active = tuple(raw.pop("active_blocks"))  # type: ignore[arg-type]
-        lean = tuple(raw.pop("lean_blocks", ()))  # type: ignore[arg-type]
-        return cls(questions=questions, active_blocks=active, lean_blocks=lean, **raw)  # type: ignore[arg-type]
+        return cls(questions=questions, active_blocks=active, **raw)  # type: ignore[arg-type]
 
 
 def answer_has_value(answer: str, reference: str) -> bool:
@@ -203,7 +198,6 @@ class _Counters:
     recall_latency_s: float = 0.0
     invalid_actions: int = 0
     active_blocks: list[int] = field(default_factory=list)
-    lean_blocks: list[int] = field(default_factory=list)
     questions: list[QuestionResult] = field(default_factory=list)
 
 
@@ -237,9 +231,12 @@ class ContextEpisode:
         self._questions = {q.message_index: q for q in conversation.questions}
         self._next = 0
         self._step = 0
+        self._copies: list[int] = []
+        """Cache indices of every recalled copy, ascending."""
         self._recalled: dict[int, int] = {}
         """Archived turn (user index) → cache index of its latest recalled copy."""
         self._offsets: dict[int, list[int]] = {}
+        self._runs: dict[int, list[tuple[int, int, int]]] = {}
         self._enforced = False
         self._n = _Counters()
         self._arrive()  # the system message
@@ -269,6 +266,11 @@ class ContextEpisode:
         """The planted question the new message asks (the reader answers it in `step`)."""
         return self._questions.get(self._next - 1) if not self.done else None
 
+    @property
+    def recalled_copies(self) -> tuple[int, ...]:
+        """Cache indices of the recalled copies so far (resident or not), ascending."""
+        return tuple(self._copies)
+
     def token_offset(self, index: int, char: int) -> int:
         """The token (absolute coordinates) holding character `char` of cache message
         `index`."""
@@ -287,36 +289,6 @@ class ContextEpisode:
         first = self.token_offset(index, fact.start)
         last = self.token_offset(index, max(fact.start, fact.end - 1))
         return range(first // self.block_size, last // self.block_size + 1)
-
-    def future_fact_blocks(self) -> set[int]:
-        """Blocks of the answer-bearing statements of questions not asked yet, the current one
-        included, that have arrived (what the lean oracle keeps; from the answer key alone)."""
-        now = self._next - 1
-        blocks: set[int] = set()
-        for q in self.conversation.questions:
-            if q.message_index < now:
-                continue
-            for fact in q.facts:
-                if fact.message_index in self.cache_index:
-                    blocks.update(self.span_blocks(fact))
-        return blocks
-
-    def lean_blocks(self) -> int:
-        """Blocks the lean oracle holds now: system prompt, `future_fact_blocks`, newest
-        message."""
-        keep = set(self.cache.blocks_of(0)) | self.future_fact_blocks()
-        keep.update(self.cache.blocks_of(self.cache.n_messages - 1))
-        return len(keep)
-
-    def future_fact_indices(self) -> set[int]:
-        """Cache indices of messages holding answers to questions not asked yet, the current
-        one included (what an oracle protects)."""
-        now = self._next - 1
-        return {
-            self.cache_index[q.fact_index]
-            for q in self.conversation.questions
-            if q.message_index >= now and q.fact_index in self.cache_index
-        }
 
     def observe(self) -> ContextObservation:
         views = []
@@ -390,6 +362,7 @@ class ContextEpisode:
         lines = []
         for turn in found:
             self._recalled[turn.user_index] = self.cache.n_messages
+            self._copies.append(self.cache.n_messages)
             head = f"{RECALLED_HEAD} {turn.user_index}]"
             tool = f"\nTool: {turn.tool_text}" if turn.tool_text else ""
             text = f"{head} User: {turn.user_text}{tool}\nAssistant: {turn.assistant_text}"
@@ -478,7 +451,6 @@ class ContextEpisode:
                 )
             )
         self._n.active_blocks.append(self.cache.active_blocks)
-        self._n.lean_blocks.append(self.lean_blocks())
         self._step += 1
         self._enforced = False
         if self.done:
@@ -536,18 +508,43 @@ class ContextEpisode:
                 pieces.append((piece, self.cache.is_active((start + offset) // self.block_size)))
         return pieces
 
+    def _block_runs(self, index: int) -> list[tuple[int, int, int]]:
+        """(block, first char, end char) of cache message `index`, one run per block it
+        touches, in order (cached: a message never changes)."""
+        runs = self._runs.get(index)
+        if runs is None:
+            self.token_offset(index, 0)  # fills the token ends
+            first, _ = self.cache.message_span(index)
+            runs, previous = [], 0
+            for offset, end in enumerate(self._offsets[index]):
+                block = (first + offset) // self.block_size
+                if runs and runs[-1][0] == block:
+                    runs[-1] = (block, runs[-1][1], end)
+                else:
+                    runs.append((block, previous, end))
+                previous = end
+            self._runs[index] = runs
+        return runs
+
     def visible_text(self) -> str:
         """The visible context as text, evicted spans removed (marked `[…]` once per gap):
-        what a text reader (extractive or hosted model) reads."""
+        what a text reader (extractive or hosted model) reads. The same text as joining
+        `visible_pieces`, built block by block."""
+        active = self.cache.active_flags()
         out: list[str] = []
         gap = False
-        for piece, visible in self.visible_pieces():
-            if visible:
-                out.append(piece)
-                gap = False
-            elif not gap:
-                out.append(" […] ")
-                gap = True
+        for index in range(self.cache.n_messages):
+            message = self.cache.message(index)
+            runs = self._block_runs(index)
+            prefix = f"{message.role} #{index}: " if index == 0 else f"\n{message.role} #{index}: "
+            pieces = [(prefix, runs[0][0])] + [(message.text[a:b], block) for block, a, b in runs]
+            for piece, block in pieces:
+                if active[block]:
+                    out.append(piece)
+                    gap = False
+                elif not gap:
+                    out.append(" […] ")
+                    gap = True
         return "".join(out)
 
     # ----------------------------------------------------------------------------- record
@@ -569,7 +566,6 @@ class ContextEpisode:
             recall_latency_s=self._n.recall_latency_s,
             invalid_actions=self._n.invalid_actions,
             archived_turns=len(self.tracker.archivals),
-            lean_blocks=tuple(self._n.lean_blocks),
         )
 
     def close(self) -> None:

@@ -1,85 +1,143 @@
-"""Reader (c): a deterministic extractive reader for keyless runs and tests. It owns nothing but
-`extractive_answer`: given the text the cache still shows and a question, return the visible
-sentence that best matches the question, or "I don't know." when none does.
+"""The extractive reader: deterministic, keyless, the leaderboard's default. Given the text the
+cache still shows and a question, it returns the visible sentence that answers it, or
+"I don't know." when none does. It owns `extractive_answer` and the reader's lexicon.
 
-Method: split the visible text into sentences (at `.`, `!` or `?` followed by whitespace, and
-at every line break, so tool-output lines are sentences of their own); skip questions
-(sentences ending in `?`: the asking message itself is no answer); score each remaining
-sentence by how many distinct content stems of the question it contains (lower-cased words,
-stop-words and question-framing words dropped, a light suffix stemmer); the best score wins
-and ties go to the LATEST sentence, so a later update of a fact beats the stale value.
-Possessives such as "my" or "Maria's" are content here: they tell whose locker code is asked;
-"my", "mine" and "your" are one stem, so the assistant's "your locker code" answers "my locker
-code".
-
-Issue 16 additions: a sentence must share at least two stems with the question (one when the
-question has only one), so a lone "my" picks nothing; a question joining two asks with " and "
-("What are my locker code and Maria's flight number?") is answered part by part.
-
-Time order: the episode's visible text opens each message with `role #index: `, and a recalled
-copy with `[recalled turn from message N]`. "Latest" compares message indices, a recalled copy
-standing at its original message N, so a recalled stale value never outranks a later update
-that is still in view. Text without message heads is one message.
+Method (the lexicon is `lexicon.json`, the same vocabulary the conversations are written from;
+a reader that understands the language of the conversation, not a parser of its answer key):
+1. The subject: the longest subject head the question names ("piano teacher", "rental car").
+   A question naming none gets no answer.
+2. The property: the value classes whose cue words (each class's own cues, every noun used for
+   it, the words of its question forms) the question shares most; a paraphrase ("How do I get
+   hold of ...?") maps to a class ("phone") without repeating the statement's words.
+3. The candidates: visible declarative sentences (split at `.`, `!`, `?` + space and at line
+   breaks; questions skipped) that name the subject's head and hold a value of one of those
+   classes, in the shape the generator writes it (`VALUE_PATTERNS`).
+4. The best: most other question words shared (a qualifier such as "Maya's"), then the latest
+   in time: messages are labelled `role #index:` in the episode's visible text, and a recalled
+   copy (`[recalled turn from message N]`) stands at message N, so an update that is still in
+   view beats a recalled stale value.
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 
-__all__ = ["NO_ANSWER", "content_stems", "extractive_answer", "split_sentences"]
+from .lexicon import lexicon
+from .valuegen import AIRLINES, MONTHS, PLACE_SUFFIXES, WEEKDAYS
+
+__all__ = ["NO_ANSWER", "VALUE_PATTERNS", "extractive_answer", "question_parts", "split_sentences"]
 
 NO_ANSWER = "I don't know."
-"""What the reader says when no visible sentence shares a content word with the question."""
-
-_STOP_TEXT = """a about above after again all also am an and any are as at be been before being
-    below
-    between both but by can could did do does doing down during each else ever few for from
-    further had has have having he her here hers herself him himself his how i if in into is it
-    its itself just me more most much must no nor not now of off on once only or other our ours
-    ourselves out over own please s same she should so some such t than that the their theirs
-    them themselves then there these they this those through to too under until up very was we
-    were what when where which while who whom why will with would you yours yourself yourselves
-    remind remember recall tell again said say mentioned earlier back know think wonder quick
-    question ok okay hey hi"""
-STOP_WORDS = frozenset(_STOP_TEXT.split())
-"""Dropped before matching. Deliberately keeps `my`/`your`: whose fact it is matters."""
 
 _WORD = re.compile(r"[a-z0-9]+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+STOP_WORDS = frozenset(
+    """a an the is are was were be been of for to at in on and or with by from it its this
+    that these those i me my we our us you your he she they them his her their what s t ll ve
+    re d do does did can could would should will shall may might must again please quick one
+    okay ok right hmm hang sorry back something before forget more thing help out find remind
+    tell just so about there here as if exactly get got have has had need""".split()  # noqa: SIM905
+)
 
 
-_FIRST_PERSON = frozenset({"my", "mine", "your"})
-
-
-@lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
-    """A light suffix stemmer: enough that "codes"/"code" and "planned"/"plan" meet; the
-    user's possessive is "my" whoever speaks ("my" from the user, "your" from the
-    assistant)."""
-    if word in _FIRST_PERSON:
-        return "my"
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            break
-    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiou":
-        word = word[:-1]  # planned → plann → plan
+            return word[: -len(suffix)]
     return word
 
 
-def content_stems(text: str) -> frozenset[str]:
+def stems(text: str) -> frozenset[str]:
     """The distinct stems of `text`'s content words (lower-cased, stop-words dropped)."""
     return frozenset(_stem(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS)
+
+
+_NTH = r"\d{1,2}(?:st|nd|rd|th)"
+_MONTH = "|".join(MONTHS)
+_WD = "|".join(WEEKDAYS)
+_HOUR = r"(?:\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b|\b\d{1,2}:\d{2}\b|\bnoon\b)"
+_DATE = rf"(?:\b(?:{_MONTH}) \d{{1,2}}\b|\b(?:{_WD}) the {_NTH}\b|\bthe {_NTH} of (?:{_MONTH})\b)"
+
+
+@cache
+def value_patterns() -> dict[str, re.Pattern[str]]:
+    """Per value class, the shapes its values are written in."""
+    lex = lexicon()
+    names = lex.raw["names"]
+    choices = sorted(
+        (c for pool in lex.raw["choices"].values() for c in pool), key=len, reverse=True
+    )
+    patterns = {
+        "phone": r"(?:\+\d{2} \d{2} \d{4} \d{4}|\b0\d{3} \d{3} \d{4}\b|\b07\d{3} \d{6}\b)",
+        "money": r"(?:[£$€]\d{1,3}(?:,\d{3})*|\b\d{1,3}(?:,\d{3})* euros\b)",
+        "when": rf"(?:(?:\b(?:{_WD})|{_DATE}) at {_HOUR})",
+        "date": _DATE,
+        "day": rf"(?:\b(?:{_WD})s\b|\b(?:{_WD}) (?:evenings|mornings)\b|every other (?:{_WD}))",
+        "hour": _HOUR,
+        "address": r"(?:(?:Flat \d+, )?\b\d+ [A-Z][a-z]+ (?:"
+        + "|".join(names["street_types"])
+        + r")\b|Unit \d+, [A-Z][a-z]+ Business Park)",
+        "email": r"[\w.]+@\w+\.\w+",
+        "ref": r"(?:\b[A-Z]{2}\d-\d{2}[A-Z]\b|\b[A-Z]{3}\d{3}\b|#\d{6}\b|\b[A-Z]\d{7}\b)",
+        "code": r"(?:\b\d{4}\b|\b\d{6}\b)",
+        "unit": r"(?:\b[A-Z]\d{1,2}\b|\b\d{1,2}[A-Z]\b|\b\d{3}\b)",
+        "person": r"\b(?:"
+        + "|".join(names["first"])
+        + r") (?:"
+        + "|".join(names["surnames"])
+        + r")\b",
+        "place": r"(?:(?:The )?\b[A-Z][a-z]+ (?:" + "|".join(PLACE_SUFFIXES) + r"|Park)\b)",
+        "count": r"\b\d+ (?:people|guests|of us)\b",
+        "plate": r"\b[A-Z]{2}\d{2} [A-Z]{3}\b",
+        "flightno": r"\b(?:" + "|".join(AIRLINES) + r") \d{3,4}\b",
+        "choice": "(?:" + "|".join(re.escape(c) for c in choices) + ")",
+    }
+    return {name: re.compile(p) for name, p in patterns.items()}
+
+
+VALUE_PATTERNS = value_patterns
+
+
+@cache
+def _lexicon_cues() -> tuple[dict[str, frozenset[str]], frozenset[str], re.Pattern[str]]:
+    lex = lexicon()
+    cues: dict[str, set[str]] = {name: set(c.cues) for name, c in lex.classes.items()}
+    for kind in lex.subjects:
+        for prop in kind.props:
+            for noun in prop.nouns:  # the noun's head word: "day rate" is a rate
+                cues[prop.value_class].update(_WORD.findall(noun.lower())[-1:])
+    for name, c in lex.classes.items():
+        for form in c.ask:
+            cues[name].update(_WORD.findall(re.sub(r"\{\w+\}", " ", form).lower()))
+    stemmed = {n: frozenset(_stem(w) for w in ws if w not in STOP_WORDS) for n, ws in cues.items()}
+    every = frozenset().union(*stemmed.values())
+    heads = sorted({k.head.lower() for k in lex.subjects}, key=len, reverse=True)
+    head = re.compile(r"\b(" + "|".join(re.escape(h) for h in heads) + r")\b", re.IGNORECASE)
+    return stemmed, every, head
+
+
+@lru_cache(maxsize=1 << 14)
+def question_parts(question: str) -> tuple[tuple[str, ...], str | None, frozenset[str]]:
+    """(value classes asked, subject head or None, the other content stems of the question)."""
+    cues, every, head_re = _lexicon_cues()
+    match = head_re.search(question)
+    head = match.group(1).lower() if match else None
+    rest = question[: match.start()] + " " + question[match.end() :] if match else question
+    words = stems(rest)
+    scores = {name: len(words & c) for name, c in cues.items()}
+    top = max(scores.values())
+    classes = tuple(n for n, s in scores.items() if s == top and top > 0) or tuple(cues)
+    return classes, head, frozenset(words - every)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_HEAD = re.compile(r"(?:^|\n)(?:system|user|assistant|tool) #(\d+): ")
+_RECALLED = re.compile(r"\[recalled turn from message (\d+)\]")
 
 
 def split_sentences(text: str) -> list[str]:
     """Non-empty, stripped sentences of `text`, in order."""
     return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
-
-
-_HEAD = re.compile(r"(?:^|\n)(?:system|user|assistant|tool) #(\d+): ")
-_RECALLED = re.compile(r"\[recalled turn from message (\d+)\]")
 
 
 def _segments(visible_text: str) -> list[tuple[int, list[str]]]:
@@ -93,32 +151,21 @@ def _segments(visible_text: str) -> list[tuple[int, list[str]]]:
     return out
 
 
-def _answer_one(segments: list[tuple[int, list[str]]], question: str) -> str:
-    wanted = content_stems(question)
-    need = min(2, len(wanted))
-    best, best_key = NO_ANSWER, (0, -2, -1)
-    for position, sentences in segments:
+def extractive_answer(visible_text: str, question: str) -> str:
+    """The visible sentence that answers `question` (see the module docstring), or
+    `NO_ANSWER`."""
+    classes, head, others = question_parts(question)
+    if head is None:
+        return NO_ANSWER
+    patterns = value_patterns()
+    best, best_key = NO_ANSWER, None
+    for position, sentences in _segments(visible_text):
         for order, sentence in enumerate(sentences):
-            if sentence.endswith("?"):
+            if sentence.endswith("?") or head not in sentence.lower():
                 continue
-            shared = len(wanted & content_stems(sentence))
-            if shared < max(1, need):
+            if not any(patterns[c].search(sentence) for c in classes):
                 continue
-            key = (shared, position, order)
-            if key >= best_key:
+            key = (len(stems(sentence) & others), position, order)
+            if best_key is None or key >= best_key:
                 best, best_key = sentence, key
     return best
-
-
-def extractive_answer(visible_text: str, question: str) -> str:
-    """The visible sentence sharing the most content stems with `question` (at least two);
-    the latest (see the module docstring) wins a tie. `NO_ANSWER` when no declarative
-    sentence shares enough. A question asking two things joined by " and " gets one sentence
-    per part."""
-    segments = _segments(visible_text)
-    parts = [p for p in re.split(r"\s+and\s+", question.rstrip(" ?")) if content_stems(p)]
-    if len(parts) == 2 and all(len(content_stems(p)) >= 2 for p in parts):
-        answers = list(dict.fromkeys(_answer_one(segments, p) for p in parts))
-        known = [a for a in answers if a != NO_ANSWER]
-        return " ".join(known) if known else NO_ANSWER
-    return _answer_one(segments, question)

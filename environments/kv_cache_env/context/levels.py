@@ -1,135 +1,135 @@
-"""Difficulty levels of the conversation-context family: what a level's conversation holds
-(turns, questions by kind, distractors, decoys, gaps) and the question kinds themselves."""
+"""Difficulty levels of the conversation-context family: how long a conversation runs, how
+many subjects and facts it holds, how facts are asked about (soon after they are said, or days
+later after a plan or reminder), how noisy the signals of need are, and the cache budget.
+
+Kinds of fact (`plan.FactRole`):
+- `later`: asked one or more times, days after it was said; before each ask the conversation
+  usually says so (a plan, a reminder, a to-do, a calendar line, "I'll need it again on
+  Friday"), with probability `p_signal` per ask, naming the day of need (off by a day with
+  probability `p_day_noise`);
+- `soon`: asked in the next turn (a detail from an e-mail the user asks about right away),
+  usually announced ("I'll need the gate code in a bit");
+- `aside`: never asked; now and then it gets a signal anyway (`p_false_signal`: plans change),
+  and sometimes it is closed ("the plumber is all sorted now").
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
-
-QuestionLevel = Literal["direct", "distractor", "tool", "updated", "two_fact"]
-QUESTION_LEVELS: tuple[QuestionLevel, ...] = (
-    "direct",
-    "distractor",
-    "tool",
-    "updated",
-    "two_fact",
-)
 
 
 @dataclass(frozen=True, slots=True)
 class LevelSpec:
-    """The knobs of one difficulty level. Probabilities are per question; a level whose
-    probability for a kind is positive always has at least one question of that kind."""
+    """The knobs of one level. Probabilities in [0, 1]; turns count user→assistant turns."""
 
-    n_messages: int
-    """Exact number of messages, the system message included."""
     n_turns: int
-    """User→assistant turns; the other `n_messages - 1 - 2 * n_turns` messages are reasoning
-    spans and tool outputs inside turns."""
-    n_questions: int
-    """Planted questions, each about distinct fact templates."""
-    p_distractor: float
-    """Chance that a same-template fact about another owner is stated before the question."""
-    p_update: float
-    """Chance that the fact is stated again later with a new value (the answer is the latest)."""
-    p_tool_fact: float
-    """Chance that the fact is a line inside a tool output rather than said in chat."""
-    min_gap_turns: int
-    """Fact→question distance: at least this many turns from the answer-bearing statement's turn
-    to the question's turn (unless the question is a near one, `p_near`)."""
+    """User→assistant turns (each one user message, then reasoning, tool outputs, a reply)."""
+    n_subjects: int
+    """Subjects the user deals with (each with 1-3 stated properties: the facts)."""
+    n_threads: int
+    """Threads of life the subjects come from (home, travel, work, ...)."""
     max_blocks: int
-    """Cache budget of an episode, in `BLOCK_SIZE`-token blocks: all statements (asked or not)
-    take at least 1.5x of it on hard, more than it on medium, so keeping every fact-shaped
-    sentence is not possible; the answer-bearing ones fit with room to spare."""
-    n_decoys: int = 0
-    """Statements of details nobody asks about (the user's and other people's)."""
-    p_near: float = 0.0
-    """Chance that a question is asked soon after its fact: within `near_turns` turns instead
-    of at least `min_gap_turns` (what any recent window still holds)."""
-    near_turns: int = 1
-    p_two_fact: float = 0.0
-    """Chance that a question asks two facts at once."""
-    p_chitchat: float = 0.25
-    """Chance that a turn carrying no planted item is small talk rather than topic chat."""
-    p_entity: float = 0.6
-    """Chance that a chat message carries a sentence with names, numbers, codes or dates."""
-    p_attribute: float = 0.15
-    """Chance that a chat message names some fact attribute without a value."""
-    n_extra: int = field(init=False)
-    """Derived: reasoning spans + tool outputs (`n_messages - 1 - 2 * n_turns`)."""
+    """Cache budget in 16-token blocks."""
+    p_later: float
+    """Share of facts asked days later (`later`)."""
+    p_soon: float
+    """Share of facts asked in the next turn (`soon`); the rest are `aside`."""
+    p_signal: float
+    """Chance that an ask is announced by a signal naming the day of need."""
+    p_reask: float
+    """Chance of a further ask of a `later` fact (at most three asks)."""
+    p_update: float
+    """Chance that a `later` fact's value changes before its last ask (said as news)."""
+    p_false_signal: float = 0.15
+    """Chance that an `aside` fact gets a signal anyway."""
+    p_close: float = 0.3
+    """Chance that an `aside` subject is closed ("all sorted") once nothing more is asked."""
+    p_day_noise: float = 0.1
+    """Chance that a signal names a neighbouring day instead of the day of the ask."""
+    p_mention: float = 0.25
+    """Chance that a fact's subject comes up again later without a value or a plan."""
+    later_said: float = 0.35
+    """`later` facts are said in the first `later_said` of the turns (the setup)."""
+    said: float = 0.85
+    """`soon` and `aside` facts are said in the first `said` of the turns."""
+    asks_from: float = 0.3
+    """No `later` ask before this share of the turns."""
+    lead_turns: tuple[int, int] = (6, 60)
+    """Turns from a `later` fact's statement to its first ask (at least, at most)."""
+    reask_turns: tuple[int, int] = (4, 40)
+    """Turns between two asks of a `later` fact."""
+    day_turns: int = 8
+    """Turns per day of the conversation (a new day opens with a greeting naming it)."""
+    filler: tuple[int, int] = (0, 2)
+    """Filler sentences per user message (at least, at most)."""
 
     def __post_init__(self) -> None:
-        extra = self.n_messages - 1 - 2 * self.n_turns
-        object.__setattr__(self, "n_extra", extra)
-        if extra < self.n_questions:
-            raise ValueError(f"n_messages={self.n_messages} leaves {extra} extra messages")
         for name in (
-            "p_distractor",
+            "p_later",
+            "p_soon",
+            "p_signal",
+            "p_reask",
             "p_update",
-            "p_tool_fact",
-            "p_chitchat",
-            "p_two_fact",
-            "p_entity",
-            "p_attribute",
-            "p_near",
+            "p_false_signal",
+            "p_close",
+            "p_day_noise",
+            "p_mention",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1]")
-        if self.n_questions < 1:
-            raise ValueError("n_questions must be positive (and at most the template count)")
-        if self.n_turns < 2 * self.n_questions + self.min_gap_turns + 2:
-            raise ValueError(f"n_turns={self.n_turns} is too few for the questions and gap")
-        if self.max_blocks < 1:
-            raise ValueError("max_blocks must be positive")
-        if self.n_decoys < 0:
-            raise ValueError("n_decoys must not be negative")
+        if self.p_later + self.p_soon > 1.0:
+            raise ValueError("p_later + p_soon must be at most 1")
+        if self.n_turns < 10 or self.n_subjects < 1 or self.n_threads < 1:
+            raise ValueError("a level needs at least 10 turns, a subject and a thread")
+        if self.max_blocks < 4:
+            raise ValueError("max_blocks must be at least 4")
+        if self.day_turns < 2:
+            raise ValueError("day_turns must be at least 2")
 
 
 LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
     {
-        # 40 messages, three direct questions, a few details nobody asks about.
+        # the teaching level: clear signals, no updates, a roomier cache
         "easy": LevelSpec(
-            n_messages=40,
-            n_turns=16,
-            n_questions=3,
-            p_distractor=0.0,
+            n_turns=60,
+            n_subjects=16,
+            n_threads=2,
+            max_blocks=24,
+            p_later=0.25,
+            p_soon=0.5,
+            p_signal=1.0,
+            p_reask=0.3,
             p_update=0.0,
-            p_tool_fact=0.0,
-            min_gap_turns=3,
-            max_blocks=40,
-            n_decoys=6,
-            p_near=0.6,
+            p_false_signal=0.05,
+            p_day_noise=0.0,
         ),
-        # 60 messages: distractors, an update, a fact in a tool output, a two-fact question;
-        # statements take more blocks than the budget.
         "medium": LevelSpec(
-            n_messages=60,
-            n_turns=23,
-            n_questions=4,
-            p_distractor=0.5,
-            p_update=0.25,
-            p_tool_fact=0.25,
-            min_gap_turns=4,
-            max_blocks=46,
-            n_decoys=30,
-            p_two_fact=0.2,
-            p_near=0.65,
+            n_turns=150,
+            n_subjects=52,
+            n_threads=4,
+            max_blocks=16,
+            p_later=0.2,
+            p_soon=0.65,
+            p_signal=0.96,
+            p_reask=0.5,
+            p_update=0.2,
+            p_false_signal=0.1,
+            p_day_noise=0.05,
         ),
-        # 90 messages: everything, long distances; statements take >= 1.5x the budget.
         "hard": LevelSpec(
-            n_messages=90,
-            n_turns=33,
-            n_questions=6,
-            p_distractor=0.6,
-            p_update=0.35,
-            p_tool_fact=0.35,
-            min_gap_turns=5,
-            max_blocks=48,
-            n_decoys=36,
-            p_two_fact=0.25,
-            p_near=0.6,
+            n_turns=150,
+            n_subjects=52,
+            n_threads=5,
+            max_blocks=16,
+            p_later=0.2,
+            p_soon=0.65,
+            p_signal=0.92,
+            p_reask=0.35,
+            p_update=0.3,
+            p_false_signal=0.2,
+            p_day_noise=0.15,
         ),
     }
 )

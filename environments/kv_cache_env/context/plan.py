@@ -1,319 +1,265 @@
-"""Planning a conversation before any text is written: which facts are asked about (with their
-distractors and updates), the decoys nobody asks about, where each statement is said, and the
-shape of every turn. `conversation.generate_conversation` plans, then builds the text."""
+"""Planning a conversation before any text is written: the subjects the user deals with, their
+facts (a property and its values), which facts are asked about and when, which value changes,
+and the signals of need the conversation carries. Pure: everything comes from the `rng` the
+caller passes, so a seed gives one plan. `conversation.generate_conversation` plans, then
+writes the text.
+
+Time is counted in turns (one user message each); a day is `LevelSpec.day_turns` turns in three
+parts (morning, afternoon, evening), and a signal names the day and part a fact will be needed
+("tomorrow morning", "on Thursday afternoon", "next Monday"). Which
+facts are asked follows the signals with noise (`levels` documents each probability): most
+asks are announced, some are not, some announced facts are never asked, and a named day can be
+off by one. Questions never share a turn; a statement never sits on a question turn.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
-from .levels import LevelSpec, QuestionLevel
-from .pools import OWNER_NAMES, TEMPLATES, Template
+from .levels import LevelSpec
+from .lexicon import Lexicon, Prop, SubjectKind
+from .valuegen import ValueDraw
+
+FactRole = Literal["later", "soon", "aside"]
+SignalKind = Literal["plan", "need", "todo", "calendar", "again", "mention", "close"]
+MAX_ASKS = 3
+PARTS = 3
+"""Parts of a day a signal can name (morning, afternoon, evening)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    kind: SubjectKind
+    full: str
+    """With its qualifier: "Maya's piano teacher", "the Lisbon hotel"."""
+    short: str
+    """"the piano teacher": unambiguous, as heads are distinct within a conversation."""
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    turn: int
+    """The turn that carries it; for `again`, the question turn whose message carries it."""
+    kind: SignalKind
+    day: int = -1
+    """The day it names (plans, reminders, to-dos, calendar lines, `again`); -1 for none."""
+    part: int = -1
+    """The part of that day it names: 0 morning, 1 afternoon, 2 evening; -1 for none."""
 
 
 @dataclass(slots=True)
 class Fact:
-    """One fact a question asks about."""
-
-    template: Template
-    owner: str
-    """"" for the user, else a first name."""
-    value: str
-    """The first value stated; the answer unless `update` is set."""
-    update: str | None = None
-    distractor: tuple[str, str] | None = None
-    """(owner, value) of a same-template fact about someone else."""
-    in_tool: bool = False
-
-    @property
-    def answer_value(self) -> str:
-        return self.update if self.update is not None else self.value
-
-
-@dataclass(slots=True)
-class QuestionPlan:
-    facts: list[Fact]
-
-    @property
-    def level(self) -> QuestionLevel:
-        if len(self.facts) > 1:
-            return "two_fact"
-        fact = self.facts[0]
-        if fact.update is not None:
-            return "updated"
-        if fact.in_tool:
-            return "tool"
-        return "distractor" if fact.distractor is not None else "direct"
-
-
-StmtKind = Literal["fact", "update", "distractor", "decoy"]
-Host = Literal["chat", "notes", "reasoning"]
-
-
-@dataclass(slots=True)
-class Stmt:
-    """One statement to say at some turn."""
-
-    kind: StmtKind
-    owner: str
-    template: Template
-    value: str
-    question: int = -1
-    """Index of the question plan (fact / update / distractor), -1 for a decoy."""
-    sub: int = 0
-    """Which fact of a two-fact question."""
-    host: Host = "chat"
+    id: int
+    subject: Subject
+    prop: Prop
+    role: FactRole
+    values: list[str] = field(default_factory=list)
+    """The first value, then each update."""
+    said: list[int] = field(default_factory=list)
+    """The turn each value is said in (ascending)."""
+    asks: list[int] = field(default_factory=list)
+    """The question turns (ascending)."""
+    signals: list[Signal] = field(default_factory=list)
 
     @property
     def key(self) -> str:
-        return f"{self.owner or 'my'}|{self.template.attr}"
+        """ "<subject>|<property>": what the statement list and the answer key call it."""
+        return f"{self.subject.full}|{self.prop.nouns[0]}"
+
+    def value_at(self, turn: int) -> int:
+        """Index of the value current at `turn` (the latest said before it)."""
+        return max(i for i, t in enumerate(self.said) if t < turn)
 
 
 @dataclass(slots=True)
-class Events:
-    questions: dict[int, int] = field(default_factory=dict)
-    """Turn → question plan index."""
-    stmts: dict[int, list[Stmt]] = field(default_factory=dict)
-    """Turn → statements said at that turn."""
+class World:
+    subjects: list[Subject]
+    facts: list[Fact]
+    questions: dict[int, int]
+    """Question turn → fact id."""
 
 
-_MAX_STMTS_PER_TURN = 3
+class Planner:
+    def __init__(self, rng: np.random.Generator, spec: LevelSpec, lex: Lexicon) -> None:
+        self.rng = rng
+        self.spec = spec
+        self.lex = lex
+        self.values = ValueDraw(rng, lex)
+        self.busy: set[int] = set()
+        """Question turns."""
+        self.reserved: set[int] = set()
+        """Turns whose statement a `soon` question asks next turn (never a question turn)."""
 
+    def pick(self, items: tuple[str, ...] | list[str]) -> str:
+        return items[int(self.rng.integers(len(items)))]
 
-def plan_questions(rng: np.random.Generator, spec: LevelSpec) -> list[QuestionPlan]:
-    order = [int(t) for t in rng.permutation(len(TEMPLATES))]
-    names = [str(n) for n in rng.permutation(OWNER_NAMES)]
-    plans: list[QuestionPlan] = []
-    twos = [bool(x) for x in rng.random(spec.n_questions) < spec.p_two_fact]
-    if spec.p_two_fact > 0 and not any(twos):  # a level with two-fact questions has one
-        twos[int(rng.integers(spec.n_questions))] = True
-    while sum(twos) > max(1, spec.n_questions - 3):  # room for an update, a tool fact, ...
-        twos[[i for i, t in enumerate(twos) if t][int(rng.integers(sum(twos)))]] = False
-    for two in twos:
-        facts = []
-        for sub in range(2 if two else 1):
-            template = TEMPLATES[order.pop()]
-            values = [str(v) for v in rng.permutation(template.values)]
-            owner = "" if rng.random() < 0.5 else names.pop()
-            fact = Fact(template, owner, values[0])
-            if sub == 0 and not two:
-                fact.update = values[1] if rng.random() < spec.p_update else None
-                if rng.random() < spec.p_distractor:
-                    other = names.pop() if owner == "" or rng.random() < 0.5 else ""
-                    fact.distractor = (other, values[2])
-                fact.in_tool = fact.update is None and rng.random() < spec.p_tool_fact
-            facts.append(fact)
-        plans.append(QuestionPlan(facts))
-    _promise(rng, plans, spec, names)
-    return plans
+    def day(self, turn: int) -> int:
+        return turn // self.spec.day_turns
 
+    def part(self, turn: int) -> int:
+        """0, 1 or 2: the third of its day `turn` falls in."""
+        return (turn % self.spec.day_turns) * PARTS // self.spec.day_turns
 
-def _promise(
-    rng: np.random.Generator, plans: list[QuestionPlan], spec: LevelSpec, names: list[str]
-) -> None:
-    # (two-fact questions are promised in `plan_questions`)
-    """A level with a positive probability of a question kind has at least one of it."""
-    singles = [p for p in plans if len(p.facts) == 1]
-    facts = [p.facts[0] for p in singles]
-    if not facts:
-        return
-    if spec.p_update > 0 and not any(f.update is not None for f in facts):
-        plain = [f for f in facts if not f.in_tool] or facts
-        target = plain[int(rng.integers(len(plain)))]
-        target.in_tool = False
-        taken = {target.value, target.distractor[1] if target.distractor else ""}
-        target.update = next(v for v in target.template.values if v not in taken)
-    if spec.p_tool_fact > 0 and not any(f.in_tool for f in facts):
-        plain = [f for f in facts if f.update is None] or facts
-        target = plain[int(rng.integers(len(plain)))]
-        target.update = None  # only when every question was updated: the others still are
-        target.in_tool = True
-    if spec.p_distractor > 0 and not any(f.distractor is not None for f in facts):
-        target = facts[int(rng.integers(len(facts)))]
-        other = names.pop() if target.owner == "" else ""
-        taken = {target.value, target.update}
-        target.distractor = (other, next(v for v in target.template.values if v not in taken))
-
-
-def plan_decoys(
-    rng: np.random.Generator, spec: LevelSpec, plans: Sequence[QuestionPlan]
-) -> list[Stmt]:
-    """`spec.n_decoys` statements nobody asks about: distinct keys, never an asked key, and
-    never a value an asked question could accept."""
-    keys = {f"{f.owner or 'my'}|{f.template.attr}" for p in plans for f in p.facts}
-    keys |= {
-        f"{f.distractor[0] or 'my'}|{f.template.attr}"
-        for p in plans
-        for f in p.facts
-        if f.distractor is not None
-    }
-    accepted = {f.answer_value for p in plans for f in p.facts}
-    decoys: list[Stmt] = []
-    while len(decoys) < spec.n_decoys:
-        template = TEMPLATES[int(rng.integers(len(TEMPLATES)))]
-        owner = "" if rng.random() < 0.4 else OWNER_NAMES[int(rng.integers(len(OWNER_NAMES)))]
-        key = f"{owner or 'my'}|{template.attr}"
-        values = [v for v in template.values if v not in accepted]
-        if key in keys or not values:
-            continue
-        keys.add(key)
-        value = values[int(rng.integers(len(values)))]
-        decoys.append(Stmt("decoy", owner, template, value))
-    return decoys
-
-
-def place_events(
-    rng: np.random.Generator,
-    spec: LevelSpec,
-    plans: list[QuestionPlan],
-    decoys: list[Stmt],
-) -> Events:
-    """Which turn asks which question and which statements each turn says (turn 0 greets)."""
-    gap = spec.min_gap_turns
-    for _attempt in range(200):
-        ev = Events()
-
-        def room(lo: int, hi: int, ev: Events = ev) -> list[int]:
-            return [
-                t
-                for t in range(max(lo, 1), hi + 1)
-                if t not in ev.questions and len(ev.stmts.get(t, [])) < _MAX_STMTS_PER_TURN
-            ]
-
-        def put(t: int, stmt: Stmt, ev: Events = ev) -> None:
-            ev.stmts.setdefault(t, []).append(stmt)
-
-        ok = True
-        for q in rng.permutation(len(plans)):
-            plan = plans[int(q)]
-            need_before = 2 if any(f.update is not None for f in plan.facts) else 1
-            q_turns = [t for t in room(gap + need_before, spec.n_turns - 1) if t not in ev.stmts]
-            if not q_turns:
-                ok = False
-                break
-            q_turn = q_turns[int(rng.integers(len(q_turns)))]
-            ev.questions[q_turn] = int(q)
-            near = rng.random() < spec.p_near
-            for sub, fact in enumerate(plan.facts):
-                if near:
-                    anchors = room(max(need_before, q_turn - spec.near_turns), q_turn - 1)
-                else:
-                    anchors = room(need_before, q_turn - gap)
-                if not anchors:
-                    ok = False
-                    break
-                anchor = anchors[int(rng.integers(len(anchors)))]
-                host: Host = "notes" if fact.in_tool else "chat"
-                if fact.update is not None:
-                    firsts = room(1, anchor - 1)
-                    if not firsts:
-                        ok = False
-                        break
-                    put(anchor, Stmt("update", fact.owner, fact.template, fact.update, int(q)))
-                    fact_turn = firsts[int(rng.integers(len(firsts)))]
-                else:
-                    fact_turn = anchor
-                put(
-                    fact_turn,
-                    Stmt("fact", fact.owner, fact.template, fact.value, int(q), sub, host),
-                )
-                if fact.distractor is not None:
-                    spots = room(1, q_turn - 1)
-                    if not spots:
-                        ok = False
-                        break
-                    owner, value = fact.distractor
-                    put(
-                        spots[int(rng.integers(len(spots)))],
-                        Stmt("distractor", owner, fact.template, value, int(q), sub),
-                    )
-            if not ok:
-                break
-        if not ok:
-            continue
-        for decoy in decoys:
-            spots = room(1, spec.n_turns - 1)
-            if not spots:
-                ok = False
-                break
-            put(
-                spots[int(rng.integers(len(spots)))],
-                Stmt(decoy.kind, decoy.owner, decoy.template, decoy.value),
-            )
-        if ok:
-            return ev
-    raise AssertionError(f"could not place {len(plans)} questions in {spec.n_turns} turns")
-
-
-@dataclass(slots=True)
-class TurnShape:
-    """The skeleton of one turn: user message, optional reasoning, tool outputs, reply."""
-
-    chitchat: bool = False
-    reasoning: bool = False
-    tools: int = 0
-    """Tool outputs between the user message and the reply (0–2)."""
-    notes: bool = False
-    """The first tool output is a notes file (it holds the turn's `notes` statements)."""
-
-
-_P_TOOL_EXTRA = 0.55
-"""Share of the free extra messages that are tool outputs rather than reasoning spans."""
-_MAX_TOOLS_PER_TURN = 2
-_P_HOST_NOTES = 0.3
-"""Chance that a statement not bound to a host is a line of a notes file (if a tool is free)."""
-_P_HOST_REASONING = 0.2
-"""Chance that such a statement is said in the assistant's reasoning instead."""
-
-
-def shape_turns(rng: np.random.Generator, spec: LevelSpec, events: Events) -> list[TurnShape]:
-    """Which turns are small talk, where the reasoning spans and tool outputs go (exactly
-    `spec.n_extra` of them), and which host says each statement."""
-    shapes = [TurnShape() for _ in range(spec.n_turns)]
-    extra = spec.n_extra
-    for t in range(1, spec.n_turns):
-        if t not in events.questions and t not in events.stmts and rng.random() < spec.p_chitchat:
-            shapes[t].chitchat = True
-    for t, stmts in sorted(events.stmts.items()):
-        if any(s.host == "notes" for s in stmts):
-            shapes[t].notes, shapes[t].tools = True, 1
-            extra -= 1
-    for t, stmts in sorted(events.stmts.items()):
-        for s in stmts:
-            if s.host != "chat":
-                continue
-            draw = rng.random()
-            asked = s.kind in ("fact", "update")  # an asked fact in a notes file is a `tool` one
-            if (
-                draw < _P_HOST_NOTES
-                and not asked
-                and (shapes[t].notes or (extra > 0 and shapes[t].tools == 0))
-            ):
-                if not shapes[t].notes:
-                    shapes[t].notes, shapes[t].tools = True, 1
-                    extra -= 1
-                s.host = "notes"
-            elif draw < _P_HOST_NOTES + _P_HOST_REASONING and (shapes[t].reasoning or extra > 0):
-                if not shapes[t].reasoning:
-                    shapes[t].reasoning = True
-                    extra -= 1
-                s.host = "reasoning"
-    assert extra >= 0, "more statement hosts than extra messages"
-    for _ in range(extra):
-        tool_turns = [
+    def free(self, lo: int, hi: int) -> list[int]:
+        """Turns in [lo, hi] that can still take a question."""
+        last = self.spec.n_turns - 1
+        return [
             t
-            for t in range(1, spec.n_turns)
-            if t not in events.questions
-            and not shapes[t].chitchat
-            and shapes[t].tools < _MAX_TOOLS_PER_TURN
+            for t in range(max(1, lo), min(last, hi) + 1)
+            if t not in self.busy and t not in self.reserved
         ]
-        reasoning_turns = [t for t in range(1, spec.n_turns) if not shapes[t].reasoning]
-        if tool_turns and (not reasoning_turns or rng.random() < _P_TOOL_EXTRA):
-            shapes[tool_turns[int(rng.integers(len(tool_turns)))]].tools += 1
-        else:
-            assert reasoning_turns, "no room left for extra messages: n_messages too large"
-            shapes[reasoning_turns[int(rng.integers(len(reasoning_turns)))]].reasoning = True
-    return shapes
+
+    # ------------------------------------------------------------------------------ plan
+
+    def plan(self) -> World:
+        subjects = self.subjects()
+        facts = self.facts(subjects)
+        for fact in facts:
+            if fact.role == "later":
+                self.later(fact)
+        for fact in sorted(facts, key=lambda f: f.said[0]):
+            if fact.role == "soon":
+                self.soon(fact)
+        for fact in facts:
+            if fact.role == "aside":
+                self.aside(fact, facts)
+            if self.rng.random() < self.spec.p_mention:
+                first = fact.said[0]
+                fact.signals.append(
+                    Signal(int(self.rng.integers(first, self.spec.n_turns)), "mention")
+                )
+        for fact in facts:  # a statement never sits on a question turn
+            for i, turn in enumerate(fact.said):
+                while turn in self.busy and turn > 0:
+                    turn -= 1
+                fact.said[i] = turn
+            assert all(a > fact.said[0] for a in fact.asks), "an ask before its statement"
+        questions = {t: f.id for f in facts for t in f.asks}
+        return World(subjects, facts, questions)
+
+    def subjects(self) -> list[Subject]:
+        threads = self.lex.threads
+        chosen = {
+            threads[int(i)] for i in self.rng.permutation(len(threads))[: self.spec.n_threads]
+        }
+        pool = [k for k in self.lex.subjects if k.thread in chosen]
+        names = self.lex.raw["names"]
+        out = []
+        for i in self.rng.permutation(len(pool))[: self.spec.n_subjects]:
+            kind = pool[int(i)]
+            if kind.qualifier == "person":  # a friend or relative, often with a surname
+                owner = self.pick(names["first"])
+                if self.rng.random() < 0.7:
+                    owner = f"{owner} {self.pick(names['surnames'])}"
+                full = f"{owner}'s {kind.head}"
+            elif kind.qualifier == "town":
+                full = f"the {self.pick(names['towns'])} {kind.head}"
+            elif kind.qualifier == "street":
+                street = f"{self.pick(names['streets'])} {self.pick(names['street_types'])}"
+                full = f"the {street} {kind.head}"
+            else:
+                full = f"the {kind.head}"
+            out.append(Subject(kind, full, f"the {kind.head}"))
+        return out
+
+    def facts(self, subjects: list[Subject]) -> list[Fact]:
+        spec, rng = self.spec, self.rng
+        facts: list[Fact] = []
+        for subject in subjects:
+            props = subject.kind.props
+            n = int(rng.integers(min(2, len(props)), min(3, len(props)) + 1))
+            for j in rng.permutation(len(props))[:n]:
+                u = rng.random()
+                role: FactRole = (
+                    "later"
+                    if u < spec.p_later
+                    else "soon"
+                    if u < spec.p_later + spec.p_soon
+                    else "aside"
+                )
+                fact = Fact(len(facts), subject, props[int(j)], role)
+                fact.values.append(self.values.draw(fact.prop))
+                share = spec.later_said if role == "later" else spec.said
+                fact.said.append(int(rng.integers(1, max(2, int(spec.n_turns * share)))))
+                facts.append(fact)
+        return facts
+
+    def announce(self, fact: Fact, turn: int, ask: int, kinds: tuple[SignalKind, ...]) -> None:
+        """A signal at `turn` naming the day and part of `ask` (a neighbouring part of a day
+        with `p_day_noise`, never before `turn`)."""
+        slot = self.day(ask) * PARTS + self.part(ask)
+        if self.rng.random() < self.spec.p_day_noise:
+            slot += 1 if self.rng.random() < 0.5 else -1
+        slot = max(slot, self.day(turn) * PARTS + self.part(turn))
+        kind = kinds[int(self.rng.integers(len(kinds)))]
+        fact.signals.append(Signal(turn, kind, slot // PARTS, slot % PARTS))
+
+    def later(self, fact: Fact) -> None:
+        spec, rng = self.spec, self.rng
+        start = int(spec.asks_from * spec.n_turns)
+        previous = fact.said[0]
+        for j in range(MAX_ASKS):
+            if j and rng.random() >= spec.p_reask:
+                break
+            lo = (
+                max(previous + spec.lead_turns[0], start)
+                if j == 0
+                else previous + spec.reask_turns[0]
+            )
+            hi = lo + (spec.lead_turns[1] if j == 0 else spec.reask_turns[1])
+            turns = self.free(lo, hi)
+            if not turns:
+                break
+            ask = turns[int(rng.integers(len(turns)))]
+            self.busy.add(ask)
+            fact.asks.append(ask)
+            if rng.random() < spec.p_signal:
+                if j == 0:  # said up to three turns before the statement, or with it
+                    turn = int(rng.integers(max(1, previous - 3), previous + 1))
+                    self.announce(fact, turn, ask, ("plan", "need", "need", "todo", "calendar"))
+                else:  # the previous question says it will come up again
+                    self.announce(fact, previous, ask, ("again",))
+            previous = ask
+        if not fact.asks:
+            fact.role = "aside"
+        elif rng.random() < spec.p_update and fact.asks[-1] - fact.said[0] > 3:
+            fact.values.append(self.values.draw(fact.prop))
+            fact.said.append(int(rng.integers(fact.said[0] + 1, fact.asks[-1])))
+
+    def soon(self, fact: Fact) -> None:
+        spec, rng = self.spec, self.rng
+        last = max(2, int(spec.n_turns * spec.said))
+        slots = [t for t in range(1, last) if t not in self.busy and self.free(t + 1, t + 1)]
+        if not slots:
+            fact.role = "aside"
+            return
+        fact.said[0] = slots[int(rng.integers(len(slots)))]
+        ask = fact.said[0] + 1
+        self.busy.add(ask)
+        self.reserved.add(fact.said[0])
+        fact.asks.append(ask)
+        if rng.random() < spec.p_signal:
+            turn = int(rng.integers(max(1, fact.said[0] - 1), fact.said[0] + 1))
+            self.announce(fact, turn, ask, ("plan", "need", "need", "todo", "calendar"))
+
+    def aside(self, fact: Fact, facts: list[Fact]) -> None:
+        spec, rng = self.spec, self.rng
+        first = fact.said[0]
+        if rng.random() < spec.p_false_signal:
+            turn = int(rng.integers(first, min(spec.n_turns - 1, first + 3) + 1))
+            day = self.day(turn) + int(rng.integers(0, 8))
+            kind = self.pick(["plan", "need", "todo", "calendar"])
+            fact.signals.append(Signal(turn, kind, day, int(rng.integers(PARTS))))  # type: ignore[arg-type]
+        if rng.random() < spec.p_close:
+            last = max((t for f in facts if f.subject is fact.subject for t in f.asks), default=0)
+            lo = max(first + 1, last + 1)
+            if lo < spec.n_turns:
+                fact.signals.append(Signal(int(rng.integers(lo, spec.n_turns)), "close"))
+
+
+def plan_world(rng: np.random.Generator, spec: LevelSpec, lex: Lexicon) -> World:
+    """The plan of one conversation (see the module docstring)."""
+    return Planner(rng, spec, lex).plan()

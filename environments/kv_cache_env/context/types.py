@@ -59,6 +59,20 @@ class FactSpan:
 
 
 @dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement of a fact in the conversation: generator metadata (the ground-truth
+    statement list), never shown to an agent."""
+
+    span: FactSpan
+    key: str
+    """"<subject>|<property>": the fact it states (one key per fact)."""
+    value: str
+    value_class: str
+    index: int
+    """0 for the first value, then 1, 2, ... for each update."""
+
+
+@dataclass(frozen=True, slots=True)
 class Question:
     message_index: int
     """The `question` message that asks it."""
@@ -75,6 +89,8 @@ class Question:
     """Every value the asked templates could take: naming any other than `values` is wrong."""
     facts: tuple[FactSpan, ...] = ()
     """The answer-bearing statements (current values only): what the oracle keeps."""
+    key: str = ""
+    """The fact asked ("<subject>|<property>", as in `Conversation.facts`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +101,10 @@ class Conversation:
     messages: tuple[Message, ...]
     questions: tuple[Question, ...]
     statements: tuple[FactSpan, ...] = ()
-    """Every fact statement in the chat (asked, stale, other people's, never asked): what
-    "facts + distractors" counts when a level is sized against its budget."""
+    """Every fact statement in the chat (asked, stale, never asked)."""
+    facts: tuple[Statement, ...] = ()
+    """The same statements with their fact key and value: the ground-truth statement list
+    (what perfect extraction would find; generator metadata, never shown)."""
 
 
 @dataclass(frozen=True, slots=True)

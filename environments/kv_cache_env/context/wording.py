@@ -1,108 +1,166 @@
-"""How the conversation-context family says things (issue 16): the many wordings of one fact
-statement, and filler that carries the same entity types as facts (names, numbers, codes,
-dates, places) without stating any fact. It owns only text; `conversation` decides what is
-said where.
+"""How the conversation-context family says things: statements of a fact (in chat, in a notes
+file, in an e-mail, in the assistant's reasoning), updates said as news, paraphrased questions,
+signals of need naming a day, and filler that carries values about nobody. It owns only text;
+`plan` decides what is said when and `conversation` where.
 
-A statement names its owner (the user or someone else), the template's attribute and the value,
-in one of several wordings, none of them announcing itself ("Actually, I have to correct
-myself" is gone: an update reads like any other statement). Every wording keeps the attribute's
-words and the owner, so a reader that matches a question's words can still find it; what it
-loses is a fixed shape a regular expression could spot (`My <attr> is <value>.`).
+Every statement names its subject (with or without the qualifier) and holds its value in a
+shape the reader recognises; a property noun is optional, and questions favour a different
+noun or a verb ("How do I get hold of ...?" for a phone number), so the question's words rarely
+repeat the statement's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = [
-    "ATTRIBUTE_FILLER",
-    "ENTITY_FILLER",
-    "attribute_sentence",
-    "entity_sentence",
-    "statement",
-]
+from .lexicon import Lexicon
+from .plan import Fact, Signal
+from .valuegen import ValueDraw
 
-# Wordings by where the statement is said. {p}: possessive ("my" / "Maria's"), {P}: the same
-# capitalised, {a}: attribute, {v}: value.
-CHAT_WORDINGS: tuple[str, ...] = (
-    "{P} {a} is {v}.",
-    "Oh, {p} {a} is {v}, in case that comes up.",
-    "{v} is {p} {a}, by the way.",
-    "I wrote down {p} {a} as {v}.",
-    "For what it's worth, {p} {a} ended up being {v}.",
-    "Turns out {p} {a} is {v}.",
-    "{P} {a}, if anyone asks, is {v}.",
-    "Somebody checked and {p} {a} is {v}.",
-    "So {p} {a} is {v} these days.",
-    "Not that it matters here, but {p} {a} is {v}.",
-)
-NOTE_WORDINGS: tuple[str, ...] = (
-    "- {a} ({o}): {v}",
-    "- {P} {a} is {v}",
-    "- {v} = {p} {a}",
-    "- remember {p} {a}: {v}",
-)
-REASONING_WORDINGS: tuple[str, ...] = (
-    "Earlier it came up that {p} {a} is {v}, which does not matter for this step.",
-    "I note {p} {a} is {v}; not needed right now.",
-    "Side detail: {p} {a} is {v}.",
-)
-WORDINGS = {"chat": CHAT_WORDINGS, "notes": NOTE_WORDINGS, "reasoning": REASONING_WORDINGS}
+Host = str
+"""Where a statement is said: "chat", "notes", "email" or "reasoning"."""
 
 
-def statement(rng: np.random.Generator, where: str, owner: str, attr: str, value: str) -> str:
-    """One wording of "`owner`'s `attr` is `value`" ("" = the user) for `where` (chat, notes,
-    reasoning). Reasoning is the assistant speaking, so the user's facts there say "your"."""
-    forms = WORDINGS[where]
-    form = forms[int(rng.integers(len(forms)))]
-    if owner:
-        p, o = f"{owner}'s", owner
-    elif where == "reasoning":
-        p, o = "your", "you"
-    else:
-        p, o = "my", "mine"
-    return form.format(p=p, P=p[0].upper() + p[1:], a=attr, v=value, o=o)
+def possessive(phrase: str) -> str:
+    return phrase + "'" if phrase.endswith("s") else phrase + "'s"
 
 
-ENTITY_FILLER: tuple[str, ...] = (
-    "{n} sent the draft over at {t}.",
-    "I still owe {n} for the tickets from {d}.",
-    "{n} and I talked it through on {d}.",
-    "Ticket {x} is still open, apparently.",
-    "We had lunch at {r} with {n} on {d}.",
-    "{n} is back from {c} on {d}.",
-    "The delivery reference was {x}, not that it helps.",
-    "{n} asked whether {m} is joining the call.",
-    "The invoice came to {x} before tax.",
-    "{n} moved to {c} last spring.",
-    "I ran into {m} near {r} yesterday.",
-    "The shared drive folder is called {k}.",
-    "{n} keeps calling the new dashboard {k}.",
-    "Order {x} shipped on {d}.",
-)
-"""Filler with the entity types facts have: {n} a first name, {m} a full name, {d} a date,
-{t} a time, {x} a number or code, {r} a restaurant, {c} a town, {k} a codename. The values
-come from the same pools as facts' values, so a value alone says nothing."""
-
-ATTRIBUTE_FILLER: tuple[str, ...] = (
-    "I keep meaning to sort out {p} {a} at some point.",
-    "{P} {a} came up in a chat with {n} today.",
-    "No idea why {n} was asking about {p} {a}.",
-)
-"""Filler that names a fact's attribute without a value (so attribute words alone mark no
-fact)."""
+def capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
-def entity_sentence(rng: np.random.Generator, pools: dict[str, tuple[str, ...]]) -> str:
-    """One `ENTITY_FILLER` sentence, its slots drawn from `pools` (keys n, m, d, t, x, r, c,
-    k)."""
-    form = ENTITY_FILLER[int(rng.integers(len(ENTITY_FILLER)))]
-    slots = {key: values[int(rng.integers(len(values)))] for key, values in pools.items()}
-    return form.format(**slots)
+class Wording:
+    def __init__(self, rng: np.random.Generator, lex: Lexicon, day_turns: int, first_weekday: int):
+        self.rng = rng
+        self.lex = lex
+        self.day_turns = day_turns
+        self.first_weekday = first_weekday
 
+    def pick(self, items: tuple[str, ...] | list[str]) -> str:
+        return items[int(self.rng.integers(len(items)))]
 
-def attribute_sentence(rng: np.random.Generator, owner: str, attr: str, name: str) -> str:
-    """One `ATTRIBUTE_FILLER` sentence about `owner`'s `attr` ("" = the user)."""
-    form = ATTRIBUTE_FILLER[int(rng.integers(len(ATTRIBUTE_FILLER)))]
-    p = f"{owner}'s" if owner else "my"
-    return form.format(p=p, P=p[0].upper() + p[1:], a=attr, n=name)
+    def subject(self, fact: Fact, p_full: float = 0.7) -> str:
+        return fact.subject.full if self.rng.random() < p_full else fact.subject.short
+
+    def fill(self, form: str, fact: Fact, value: str = "", **extra: str) -> str:
+        nouns = fact.prop.nouns
+        noun = self.pick(nouns)
+        other = next((n for n in nouns if n != noun), noun)
+        s = self.subject(fact)
+        return capital(form.format(S=s, Sp=possessive(s), a=noun, a2=other, v=value, **extra))
+
+    # --- statements ----------------------------------------------------------------------
+
+    def statement(self, fact: Fact, index: int, host: Host) -> str:
+        """The sentence (or notes line) that states `fact.values[index]` in `host`."""
+        lex, value = self.lex, fact.values[index]
+        cls = lex.classes[fact.prop.value_class]
+        if index > 0:
+            forms = cls.update + lex.text("generic", "update")
+        elif host == "notes":
+            return self.fill(self.pick(lex.text("generic", "note")), fact, value)
+        elif host == "reasoning":
+            forms = lex.text("generic", "reason")
+        else:
+            forms = cls.say + lex.text("generic", "say")
+        text = self.fill(self.pick(forms), fact, value)
+        if host in ("chat", "email"):
+            text = self.speech(text, fact)
+        return text
+
+    def speech(self, text: str, fact: Fact) -> str:
+        """Clauses people add: an aside after the subject, a tail, an opener."""
+        rng, speech = self.rng, self.lex.raw["speech"]
+        names = self.lex.raw["names"]["first"]
+        if rng.random() < 0.5:
+            for phrase in (fact.subject.full, fact.subject.short):
+                for form in (phrase, capital(phrase)):
+                    at = text.find(form + " ")
+                    if at >= 0:
+                        aside = self.pick(speech["appositive"]).format(n=self.pick(names))
+                        text = text[: at + len(form)] + aside + text[at + len(form) :]
+                        break
+                else:
+                    continue
+                break
+        if text.endswith(".") and rng.random() < 0.5:
+            text = text[:-1] + self.pick(speech["suffix"]) + "."
+        plain = text.startswith(
+            (capital(fact.subject.full), capital(fact.subject.short), fact.values[-1])
+        )
+        if plain and rng.random() < 0.4:
+            opener = self.pick(speech["prefix"])
+            text = f"{opener} {'t' + text[1:] if text.startswith('The ') else text}"
+        return text
+
+    # --- questions and signals ------------------------------------------------------------
+
+    def question(self, fact: Fact) -> str:
+        cls = self.lex.classes[fact.prop.value_class]
+        forms = cls.ask
+        if self.rng.random() < 0.25:
+            forms = forms + self.lex.text("generic", "ask")
+        text = self.fill(self.pick(forms), fact)
+        lead = self.pick(self.lex.text("speech", "question_leads"))
+        return f"{lead} {text if text.startswith(('I ', 'If I')) else text[:1].lower() + text[1:]}"
+
+    def day_phrase(self, turn: int, day: int, part: int = -1) -> str:
+        """How the time (`day`, `part` of it) is named at `turn`: "in a bit", "this evening",
+        "tomorrow morning", "on Thursday afternoon", "next Monday", "in a couple of weeks"."""
+        weekdays = self.lex.text("days", "weekdays")
+        today = turn // self.day_turns
+        now = (turn % self.day_turns) * 3 // self.day_turns
+        ahead = day - today
+        name = weekdays[(self.first_weekday + day) % 7]
+        parts = ("morning", "afternoon", "evening")
+        of_day = f" {parts[part]}" if part >= 0 else ""
+        if ahead <= 0:
+            if part <= now:
+                return self.pick(["in a bit", "shortly", "later today"])
+            return "tonight" if part == 2 and self.rng.random() < 0.5 else f"this{of_day}"
+        if ahead == 1:
+            return f"tomorrow{of_day}"
+        if ahead <= 6:
+            return self.pick([f"on {name}{of_day}", f"this {name}{of_day}", f"come {name}{of_day}"])
+        if ahead <= 13:
+            return self.pick([f"next {name}{of_day}", f"a week on {name}{of_day}"])
+        return self.pick(["in a couple of weeks", "in two weeks or so"])
+
+    def weekday(self, day: int) -> str:
+        return self.lex.text("days", "weekdays")[(self.first_weekday + day) % 7]
+
+    def day_start(self, day: int) -> str:
+        return self.pick(self.lex.text("days", "day_start")).format(d=self.weekday(day))
+
+    def signal(self, fact: Fact, signal: Signal, turn: int) -> str:
+        """A signal's sentence (`todo` and `calendar` as lines of a tool output)."""
+        kind = "calendar" if signal.kind == "calendar" else signal.kind
+        kinds = {"mention": "recur"}
+        forms = self.lex.text("signals", kinds.get(kind, kind))
+        when = self.day_phrase(turn, signal.day, signal.part) if signal.day >= 0 else ""
+        text = self.fill(self.pick(forms), fact, w=when)
+        if kind in ("todo", "calendar"):
+            return "- " + (text if text.startswith(("[", "TODO")) else text[:1].lower() + text[1:])
+        return text
+
+    # --- filler --------------------------------------------------------------------------
+
+    def entity_filler(self, values: ValueDraw) -> tuple[str, dict[str, str]]:
+        """A filler sentence with values about nobody, and those values by class (they count
+        as wrong answers: a reader that answers with them named a value, not the fact's)."""
+        names = self.lex.raw["names"]
+        form = self.pick(self.lex.text("entity_filler"))
+        slots = {
+            "money": values.any("money"),
+            "hour": values.any("hour"),
+            "phone": values.any("phone"),
+        }
+        street = f"{self.pick(names['streets'])} {self.pick(names['street_types'])}"
+        text = form.format(
+            **slots,
+            street=street,
+            n=int(self.rng.integers(3, 40)),
+            first=self.pick(names["first"]),
+            last=self.pick(names["surnames"]),
+        )
+        return text, {k: v for k, v in slots.items() if "{" + k + "}" in form}
