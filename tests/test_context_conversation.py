@@ -302,3 +302,56 @@ def test_the_answer_span_lies_in_its_blocks() -> None:
     for q in c.questions[:10]:
         blocks = span_blocks(c, q.facts[0])
         assert len(blocks) >= 1
+
+
+# --- pools, live load, novelty ---------------------------------------------------------------
+
+
+def test_the_lexicon_ships_as_package_data_with_its_licence_and_open_pools() -> None:
+    from importlib import resources
+
+    data = resources.files("kv_cache_env.context").joinpath("data/lexicon.json")
+    assert data.is_file() and len(data.read_bytes()) < 5 * 2**20
+    lex = lexicon()
+    assert "Apache-2.0" in lex.raw["about"]
+    props = {(k.head, p.nouns[0]) for k in lex.subjects for p in k.props}
+    assert len(lex.subjects) >= 100 and len(props) >= 300  # hundreds of attribute kinds
+    names = lex.raw["names"]
+    assert len(names["first"]) * len(names["surnames"]) >= 10_000  # qualifiers: "Maya Okafor's"
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_live_load_against_the_budget(level: str) -> None:
+    """The live statements (value current, asked later) need more blocks than the budget on
+    medium and hard: at least 1.5x at every episode's peak and 1.2x on average over question
+    times; on easy (the teaching level) they fit on average."""
+    from evals.context.sizing import live_load
+
+    loads = [live_load(c) for c in all_convs(level)]
+    if level == "easy":
+        assert sum(x.mean_blocks for x in loads) / len(loads) < 1.0
+        return
+    assert min(x.peak_blocks for x in loads) >= 1.5, [x.peak_blocks for x in loads]
+    assert sum(x.mean_blocks for x in loads) / len(loads) >= 1.2
+    assert all(x.peak_tokens > 1.0 for x in loads)  # in tokens too, at every peak
+
+
+def test_live_load_counts_a_statement_from_its_message_to_its_last_ask() -> None:
+    from evals.context.sizing import live_load
+
+    c = conv(0, "medium")
+    q = max(c.questions, key=lambda q: q.message_index - q.facts[0].message_index)
+    alone = dataclasses.replace(c, questions=(q,))
+    load = live_load(alone)
+    blocks = len(span_blocks(c, q.facts[0]))
+    budget = LEVELS["medium"].max_blocks
+    assert load.peak_blocks == load.mean_blocks == blocks / budget
+    assert load.peak_tokens == count_tokens(said(c, q.facts[0])) / (budget * 16)
+
+
+def test_most_attributes_of_a_new_episode_are_unseen_in_training_episodes() -> None:
+    from evals.context.sizing import novelty
+
+    figures = novelty(range(100, 140), ("medium", "hard"), range(200, 203))
+    assert figures.attributes >= 0.5, figures
+    assert figures.episodes == 6 and figures.training == 80

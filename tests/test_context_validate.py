@@ -1,9 +1,9 @@
 """`kvarena validate`'s context section at CI size: 2 paired seeds per level on a block of its
 own (never the proof block), the probe trained on 20 episodes. Every check runs; the figures
-that need no more episodes hold (the readers' margins below noop, the oracle's accuracy,
-determinism, the parser's recall and precision, novelty); the attacks' shares are only
-reported here (their criteria need the full 50 episodes), but the reference and the oracle
-must already sit above every attack on both judged levels."""
+that need no more episodes hold (the fake readers earn nothing and sit below noop, the
+oracle's accuracy, determinism, the parser's recall and precision, novelty); the attacks'
+shares are only reported here (their criteria need the full 50 episodes), but the reference
+and the oracle must already sit above every attack on both judged levels."""
 
 from __future__ import annotations
 
@@ -74,9 +74,11 @@ def test_every_attack_and_the_reference_are_measured_and_ordered(checks) -> None
 def test_readers_oracle_parser_novelty_and_determinism_hold_at_ci_size(checks) -> None:  # type: ignore[no-untyped-def]
     margins = [c for c in checks if "evict-all" in c.name]
     assert len(margins) == 3 * len(JUDGED)
-    for check in margins:
-        match = re.search(r"paired difference ([-+]\d\.\d+)", check.detail)
-        assert match and float(match.group(1)) <= -0.3, check
+    for check in margins:  # the value check pays an echo, a refusal or everything nothing
+        match = re.search(
+            r"paired difference ([-+]\d\.\d+) .*\(([-+]\d\.\d+) vs noop", check.detail
+        )
+        assert match and float(match.group(2)) <= 0.0 and float(match.group(1)) < 0.0, check
     for name in (
         "context oracle value accuracy",
         "context novelty: ",

@@ -109,6 +109,8 @@ def parse_message(message_index: int, text: str) -> list[Found]:
     for sentence in split_sentences(text):
         start = text.find(sentence, position)
         position = start + len(sentence)
+        if sentence.endswith("?"):
+            continue  # a question states nothing
         head_match = _head_regex().search(sentence)
         if head_match is None:
             continue
@@ -221,7 +223,7 @@ def template_parser() -> ContextPolicy:
         messages = episode.conversation.messages
         while parsed[0] <= _arrived(episode):
             i = parsed[0]
-            if messages[i].role != "system" and messages[i].kind != "question":
+            if messages[i].role != "system":
                 seen.extend(parse_message(i, messages[i].text))
             parsed[0] += 1
         return iter(seen)
