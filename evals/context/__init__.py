@@ -1,8 +1,10 @@
-"""The conversation-context family's evaluation layer (seeds 000 + 001): which blocks of one
-long chat stay cached. `commands` parses `kvarena context-eval`'s options and `eval_run` runs
-it; `run` plays one episode with a baseline or an LLM agent and a reader, `policies` holds the
-baselines, `oneliners` the simplest rules tried against the benchmark, `text_agent` the keyless
-text agent the policy server speaks, `validate` the family's checks for `kvarena validate`. The
+"""The conversation-context family's evaluation layer: which blocks of one long chat stay
+cached. `commands` parses `kvarena context-eval`'s options and `eval_run` runs it; `run` plays
+one episode with a baseline or an LLM agent and a reader, `policies` holds the baselines,
+`keeping` the mechanics policies share, `extraction` (template parser, ground-truth list),
+`probe` (the learned probe) and `signal_reader` (the reference) what `validate` plays,
+`sizing` the live load and novelty, `text_agent` the keyless text agent the policy server
+speaks, `validate` the family's checks for `kvarena validate`. The
 simulator, readers and agent loop live in `kv_cache_env.context`, the rubric in
 `rubrics.context`.
 """
