@@ -82,11 +82,13 @@ class Question:
     answer: str
     """The answer key sentence: ROUGE-L reference (a metric)."""
     level: str
-    """Difficulty of this question (e.g. direct / distractor / updated / two_fact)."""
+    """How the fact is asked: `soon` (the turn after it was said), `later` (days after),
+    `again` (a later ask of the same fact) or `updated` (after its value changed)."""
     values: tuple[str, ...] = ()
-    """The key values the answer must name (two for a two-fact question)."""
+    """The key value the answer must name."""
     candidates: tuple[str, ...] = ()
-    """Every value the asked templates could take: naming any other than `values` is wrong."""
+    """Every value of the asked fact's class said anywhere in the conversation (other facts',
+    stale ones, filler's): naming any other than `values` is wrong."""
     facts: tuple[FactSpan, ...] = ()
     """The answer-bearing statements (current values only): what the oracle keeps."""
     key: str = ""
