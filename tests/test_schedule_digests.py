@@ -80,6 +80,7 @@ def replay_digest(trace: Trace, base: str, *, full: bool) -> str:
 
 
 SYNTHETIC_PINS = {
+    "agent-remote": "9f6ce5ed308a4059",  # agent-tools' arrivals (only the host link differs)
     "agent-tools": "9f6ce5ed308a4059",
     "big-cpu": "6d7c1b62da99d431",  # the same arrivals as slow-prefill (the engine differs)
     "chat-human": "4de51efff281b35a",

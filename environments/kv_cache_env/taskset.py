@@ -119,9 +119,9 @@ class KvCacheTask(vf.Task[KvCacheData, KvCacheState, KvCacheTaskConfig]):
 
 class KvCacheTasksetConfig(vf.TasksetConfig):
     scenario: str = "medium"
-    """A built-in scenario (`kvarena scenarios`: easy, medium, hard, the suite v2 regimes
-    agent-tools, chat-human, big-cpu, slow-prefill, flash-crowd, or medium-128); or the path
-    of a Mooncake .jsonl / Azure .csv trace to replay (with the `medium` budget)."""
+    """A built-in scenario (`kvarena scenarios`: easy, medium, hard, the named regimes
+    agent-tools, agent-remote, chat-human, big-cpu, slow-prefill, flash-crowd, or medium-128);
+    or the path of a Mooncake .jsonl / Azure .csv trace to replay (with the `medium` budget)."""
     num_tasks: int = 20
     """Number of episodes (task i uses seed base_seed + i)."""
     base_seed: int = 0

@@ -34,7 +34,7 @@ SELECT_SEED_START = TRAIN_SEED_START + 500_000
 TRAIN_SEED_SPAN = 500_000
 GROUP_SCENARIOS: dict[str, tuple[str, ...]] = {
     "fp16": ("easy", "medium", "hard"),
-    "fp8": ("agent-tools", "chat-human", "big-cpu", "slow-prefill", "flash-crowd"),
+    "fp8": ("agent-tools", "agent-remote", "chat-human", "big-cpu", "slow-prefill", "flash-crowd"),
 }
 SHAPE = (len(TOOLS), len(INPUTS))
 MIN_SCALE = 0.05

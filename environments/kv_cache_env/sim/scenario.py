@@ -375,6 +375,15 @@ FLASH_CROWD = _REGIME.with_options(
     burst_multiplier=4.0,
 )
 
+# --- suite v3: a regime where the host link binds (value committed before the proof block) ---
+# agent-tools' workload with its offload tier behind a network: a KV store on another host
+# reached across 25 GbE (~3 GB/s; LMCache's remote backend, Mooncake's transfer engine over a
+# commodity NIC), ~0.05 of the GPU's KV capacity a second (`link_fraction_per_s`). Offloads and
+# loads queue on it, so "offload every paused session" congests it: on tuning seeds (700000+,
+# 8 paired episodes) the best offloading rule fell from 0.81 to 0.34 of the range and a rule
+# that discards sessions expected away long became the best fixed rule.
+AGENT_REMOTE = AGENT_TOOLS.with_options(name="agent-remote", link_fraction_per_s=0.05)
+
 # The original design's geometry: 128-token pages (its memory_cost(page_size=128)).
 MEDIUM_128 = MEDIUM.with_options(name="medium-128", block_size=128)
 
@@ -385,6 +394,7 @@ SCENARIOS: dict[str, Scenario] = {
         MEDIUM,
         HARD,
         AGENT_TOOLS,
+        AGENT_REMOTE,
         CHAT_HUMAN,
         BIG_CPU,
         SLOW_PREFILL,
@@ -398,6 +408,7 @@ SUITE: tuple[str, ...] = (
     "medium",
     "hard",
     "agent-tools",
+    "agent-remote",
     "chat-human",
     "big-cpu",
     "slow-prefill",
