@@ -16,9 +16,11 @@ from evals.serving import reference_table
 from evals.serving.normalize import normalized_scores
 from evals.serving.validate import (
     REFERENCE_TABLE_CHECK,
+    RULES_BELOW_BOUND,
     SCORED,
     Sizes,
     Table,
+    rules_below_bound_check,
     run_validation,
     term_split,
     tool_effect_checks,
@@ -55,6 +57,7 @@ def test_validate_runs_every_check_at_ci_size(checks):
         "a last-turn dump on the bound's trajectory gains <= 0 on average",
         "reported: vllm-default, the classic orders, learned, min-waste",
         "the grid's screen (tuning seeds)",
+        RULES_BELOW_BOUND,  # the grid's rules against the bound: reported at CI size
     ]
     for name in reported:
         assert name in checks and checks[name].detail
@@ -110,6 +113,14 @@ def test_the_range_and_the_per_term_split_are_shares_of_it():
     results[("x", "b", 0)] = result(parts["failure_penalty"], parts["throughput_reward"])
     # a - b: failure +0.2 x 0.40 = +0.08, throughput +0.1 x 0.25 = +0.025; over a 0.4 range
     assert term_split(results, "x", "a", "b", [0], 0.4) == "failure +0.20, throughput +0.06"
+
+
+def test_a_fixed_rule_above_the_bound_fails_the_ceiling_check():
+    below = Table("x", noop=0.0, bound=1.0, range_half=0.0, normalized={"r": 1.0, "s": 0.4})
+    above = Table("y", noop=0.0, bound=1.0, range_half=0.0, normalized={"r": 1.03, "s": 0.2})
+    assert rules_below_bound_check({"x": below}, ["r", "s"]).passed
+    check = rules_below_bound_check({"x": below, "y": above}, ["r", "s"])
+    assert not check.passed and check.detail == "r on y (1.030)"
 
 
 def test_normalized_scores_pair_seeds_and_need_a_range():
