@@ -2,13 +2,14 @@
 `bound`'s and `noop`'s episode records on evaluation seeds 0-99 of every suite scenario, for
 this code (`evals/serving/reference_table.py` says what the table is and when it is used).
 
-Run it whenever the serving suite, the simulator, the rubric or a policy changes (the test
-suite fails while the table is stale, with this command):
+Run it whenever the serving suite, the simulator, the rubric or a policy changes (a stale
+table is never used: `eval` computes the bound instead, slowly, and `kvarena validate` fails
+its table check, naming this command):
 
     nice -n 10 uv run --no-sync python scripts/reference_table.py -j 2
 
-It plays 1,600 episodes, 800 of them the bound's (about 1-6 s of CPU each): roughly 20-40 CPU
-minutes. Finished episodes are kept in a `.partial` file beside the table as they come (seed
+It plays 200 episodes per suite scenario, half of them the bound's (about 1-6 s of CPU each):
+with nine scenarios 1,800 episodes, roughly 40-60 CPU minutes. Finished episodes are kept in a `.partial` file beside the table as they come (seed
 by seed), so an interrupted run picks up where it stopped (`--restart` discards them); the
 partial file is dropped once the table is written. `--write-complete`, while a build runs,
 writes a table of the seeds every scenario and agent has so far (seeds 0..N-1: `eval` uses it
@@ -22,11 +23,12 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evals.common.processes import worker_pool
 from evals.serving import reference_table as table
 from kv_cache_env.sim import SUITE
 
@@ -67,7 +69,7 @@ def build(out: Path, workers: int, restart: bool) -> None:
     total = len(done) + len(jobs)
     print(f"digest {table.source_digest()}: {len(done)} of {total} episodes already played")
     started = time.perf_counter()
-    with open(partial, "a") as keep, ProcessPoolExecutor(max_workers=workers) as pool:
+    with open(partial, "a") as keep, worker_pool(workers) as pool:
         futures = [pool.submit(play, job) for job in jobs]
         for n, future in enumerate(as_completed(futures), start=1):
             agent, scenario, seed, record = future.result()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evals.common.processes import worker_pool
 from evals.common.stats import mean_ci
 from evals.serving.learning import (
     GROUP_SCENARIOS,
@@ -157,7 +158,7 @@ def main() -> None:
     groups = [g for g in args.groups.split(",") if g]
     scenarios = [s for g in groups for s in GROUP_SCENARIOS[g]]
     select_seeds = [SELECT_SEED_START + i for i in range(args.select_episodes)]
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+    with worker_pool(args.workers) as pool:
         baselines = measure_baselines(scenarios, select_seeds, pool)
         for s in scenarios:
             name, best = baselines.best(s)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +19,7 @@ from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.sim import BlockType, Simulator, Status, evict, swap
 from rubrics import score
 
+from ..common.processes import worker_pool
 from ..common.results import episode_result
 from .policies import BoundPolicy, Policy, create, decide
 from .policies.bound import DEEP_MACROS
@@ -124,7 +124,7 @@ def run_jobs(
             out[job.key] = run_job(job)
             tick()
         return out
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with worker_pool(workers) as pool:
         for job, result in zip(ordered, pool.map(run_job, ordered, chunksize=1), strict=True):
             out[job.key] = result
             tick()
