@@ -37,6 +37,8 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from evals.common.raw_http import exchange, read_request, read_response, request_bytes, serve_raw
+
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-canary-7Hq2Zt9WmXv4Lp8Rk3Nd6Bf1Jc5Ys0Ga"
 GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n'
@@ -370,43 +372,8 @@ class _Server:
         return err
 
 
-def _exchange(port: int, data: bytes, wait: float = 10, host: str = "127.0.0.1"):
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as sock:
-        sock.settimeout(wait)
-        sock.connect((host, port))
-        sock.sendall(data)
-        return _read_response(sock)
-
-
-def _read_response(sock: socket.socket):
-    """(status, body) of one response on `sock`, or None if it closed first."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return None
-        received += chunk
-    head, _, body = received.partition(b"\r\n\r\n")
-    status = int(head.split()[1])
-    headers = dict(
-        line.split(": ", 1) for line in head.decode("latin-1").split("\r\n")[1:] if ": " in line
-    )
-    length = int(headers.get("Content-Length", "0"))
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return status, body[:length]
-
-
 def _post(body: bytes, length: str | None = None, path: str = "/v1/chat/completions") -> bytes:
-    size = str(len(body)) if length is None else length
-    return (
-        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {size}\r\n\r\n"
-    ).encode() + body
+    return request_bytes(path, body, length=length)
 
 
 def _server_case(name: str, data: bytes, status: int) -> None:
@@ -425,12 +392,12 @@ def _server_case(name: str, data: bytes, status: int) -> None:
 
 def _judge(port: int, data: bytes, status: int) -> tuple[str, str]:
     try:
-        answer = _exchange(port, data)
+        answer = exchange(port, data)
     except TimeoutError:
         return "hang", "no answer in 10s"
     if answer is None:
         return "crash", "connection dropped without a response"
-    got, body = answer
+    got, body = answer.status, answer.body
     try:
         message = json.loads(body)["error"]["message"]
     except (ValueError, KeyError, TypeError):
@@ -509,7 +476,7 @@ def _server_slow_clients(tmp: Path) -> tuple[str, str]:
             with contextlib.suppress(OSError):
                 data = sock.recv(4096)
                 closed += data == b"" or data.startswith(b"HTTP/1.1 408")
-        answer = _exchange(server.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = exchange(server.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
         if closed < 80:
             return "leak", f"{80 - closed} slow clients still held after the deadline"
         if answer is None or answer[0] != 200:
@@ -528,7 +495,7 @@ def _server_idle(tmp: Path) -> tuple[str, str]:
         with socket.create_connection(("127.0.0.1", server.port)) as sock:
             sock.settimeout(10)
             sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
-            if _read_response(sock) is None:
+            if read_response(sock) is None:
                 return "crash", "no answer to the first request"
             started = time.monotonic()
             try:
@@ -551,7 +518,7 @@ def _server_ipv6(tmp: Path) -> tuple[str, str]:
         return one_line_error(done, "cannot listen there")
     server = _Server(host="::1")
     try:
-        answer = _exchange(server.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", host="::1")
+        answer = exchange(server.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", host="::1")
         return ("clean", "answers on [::1]") if answer and answer[0] == 200 else ("crash", "no")
     finally:
         server.close()
@@ -559,38 +526,18 @@ def _server_ipv6(tmp: Path) -> tuple[str, str]:
 
 # --- 5. hosted clients -----------------------------------------------------------------------
 def _raw_server(respond: Callable[[socket.socket, int], None]) -> tuple[socket.socket, int]:
-    listener = socket.create_server(("127.0.0.1", 0))
+    """A raw server that reads each request whole, then calls `respond(conn, n)` (n counts
+    the requests so far, from 1)."""
     count = {"n": 0}
 
     def serve(conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            with contextlib.suppress(OSError):
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                while len(body) < length:
-                    body += conn.recv(65536)
-                count["n"] += 1
-                respond(conn, count["n"])
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
+        with conn, contextlib.suppress(OSError):
+            if read_request(conn) is None:
                 return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+            count["n"] += 1
+            respond(conn, count["n"])
 
-    threading.Thread(target=accept, daemon=True).start()
-    return listener, listener.getsockname()[1]
+    return serve_raw(serve)
 
 
 def _reply(conn: socket.socket, status: str, body: bytes, headers: str = "") -> None:

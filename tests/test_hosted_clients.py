@@ -5,6 +5,7 @@ bomb), and Retry-After is capped for both SDKs."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import socket
@@ -17,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
-from evals.common import hosted_client
+from evals.common import hosted_client, raw_http
 from evals.common.http_guard import GuardedHandler, GuardedHTTPServer, proxy_handler
 from evals.common.policy_server import PolicyServer
 from evals.common.secrets import REDACTED, forget_secrets, register_secret, scrub
@@ -115,35 +116,21 @@ def test_a_canary_key_is_in_no_written_file(tmp_path, monkeypatch):
 def _trickler(body_size: int, every_s: float) -> tuple[socket.socket, int]:
     """A raw server that answers every request with a 200 whose body trickles one byte every
     `every_s` seconds."""
-    listener = socket.create_server(("127.0.0.1", 0))
 
     def serve(conn: socket.socket) -> None:
-        with conn:
-            try:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                head = (
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {body_size}\r\n\r\n"
-                ).encode()
-                conn.sendall(head)
-                for _ in range(body_size):
-                    conn.sendall(b" ")
-                    time.sleep(every_s)
-            except OSError:
+        with conn, contextlib.suppress(OSError):
+            if raw_http.read_request(conn) is None:
                 return
+            head = (
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {body_size}\r\n\r\n"
+            ).encode()
+            conn.sendall(head)
+            for _ in range(body_size):
+                conn.sendall(b" ")
+                time.sleep(every_s)
 
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener, listener.getsockname()[1]
+    return raw_http.serve_raw(serve)
 
 
 def test_one_deadline_bounds_a_whole_attempt(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
+from evals.common import raw_http
 from evals.common.http_guard import MAX_BODY_BYTES, GuardedHTTPServer, proxy_handler
 from evals.common.policy_server import PolicyServer
 
@@ -27,43 +28,22 @@ def server():
         yield running
 
 
+def _decoded(response: raw_http.Response | None):
+    """(status, headers, JSON body) of a response, or None if the server closed the
+    connection without answering."""
+    return None if response is None else (response.status, response.headers, response.json())
+
+
 def _exchange(port: int, data: bytes, *, host: str = "127.0.0.1", wait: float = 6.0):
-    """Send `data`, read one response: (status, headers, JSON body), or None if the server
-    closed the connection without answering."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as sock:
-        sock.settimeout(wait)
-        sock.connect((host, port))
-        sock.sendall(data)
-        return _read_response(sock)
+    return _decoded(raw_http.exchange(port, data, host=host, wait=wait))
 
 
 def _read_response(sock: socket.socket):
-    received = b""
-    while b"\r\n\r\n" not in received:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return None
-        received += chunk
-    head, _, rest = received.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {k.strip().lower(): v.strip() for k, v in (h.split(":", 1) for h in lines[1:])}
-    length = int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return status, headers, json.loads(rest[:length]) if length else None
+    return _decoded(raw_http.read_response(sock))
 
 
 def _post(path: str, body: bytes, extra: str = "", length: str | None = None) -> bytes:
-    size = str(len(body)) if length is None else length
-    header = f"Content-Length: {size}\r\n" if size != "" else ""
-    return (
-        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{header}{extra}\r\n"
-    ).encode() + body
+    return raw_http.request_bytes(path, body, extra=extra, length=length)
 
 
 CHAT = "/v1/chat/completions"
