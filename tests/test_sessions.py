@@ -363,3 +363,43 @@ def test_no_suite_episode_reaches_the_drain_cap(policy):
             assert not record.drain_capped, (scenario, seed)
             assert record.drain_steps < sim.scenario.drain_cap // 4, (scenario, seed)
             assert sim.engine.idle
+
+
+def _preempt_every_step(sim, seq_id, limit):
+    """Evict `seq_id` whenever it is running, stepping the engine; returns the steps played."""
+    for n in range(limit):
+        s = sim.engine.sequences.get(seq_id)
+        if s is not None and s.status in (Status.FAILED, Status.FINISHED):
+            return n
+        if s is not None and s.status is Status.RUNNING:
+            assert sim.apply(evict(seq_id)).ok
+        sim.engine.step()
+        sim.check_invariants()
+    return limit
+
+
+def test_preempting_a_request_over_and_over_cannot_hold_off_its_timeout():
+    # r streams its first token at t2; from then on it is evicted whenever it runs: readmitted
+    # at t4 and t6 (never in the step it left), evicted again before it computes. Its client
+    # has seen nothing since t2, so it fails once it has waited more than 3 steps from then:
+    # at t7, a step it spends in the queue. (When each preemption restarted its wait, this
+    # kept it from ever failing, and a rule that discarded every running request each turn
+    # pushed all the work into the drain.)
+    sim = tiny_sim([req("r", prompt=8, output=40, rate=4)], capacity=40, steps=40)
+    steps(sim, 3)
+    r = sim.engine.sequences["r"]
+    assert r.token_step == 2 and r.status is Status.RUNNING
+    played = _preempt_every_step(sim, "r", 30)
+    assert r.status is Status.FAILED and r.token_step == 2 and r.preemptions == 3
+    assert played == 5  # t3-t7
+
+
+def test_a_preempted_request_that_streams_again_waits_afresh():
+    # evicted once after its first token (t2), r recomputes and streams again: it finishes
+    # (its wait runs from its last token, and it keeps receiving tokens)
+    sim = tiny_sim([req("r", prompt=8, output=12, rate=4)], capacity=40, steps=40)
+    steps(sim, 3)
+    assert sim.apply(evict("r")).ok
+    steps(sim, 8)
+    r = sim.engine.sequences["r"]
+    assert r.status is Status.FINISHED and r.preemptions == 1

@@ -338,10 +338,15 @@ class Engine:
 
     def _requeue_front(self, seq: Sequence) -> None:
         """A running sequence that lost its GPU KV (recompute or offload) waits at the queue's
-        front (vLLM's `prepend_request`), not readmitted in the step it left."""
+        front (vLLM's `prepend_request`), not readmitted in the step it left. Its client's
+        patience runs from the last token it received (a streaming client's read timeout:
+        httpx restarts it when bytes arrive, never because the server re-queued the request
+        or recomputed its prompt): one preempted before it emitted again keeps its earlier
+        wait, so preempting a request every turn cannot hold off its timeout."""
         self.running.remove(seq)
         seq.status = Status.WAITING
-        seq.wait_since = self.t
+        if seq.token_step > seq.wait_since:
+            seq.wait_since = seq.token_step
         seq.not_before = self.t + 1
         self.waiting.appendleft(seq)
 
@@ -523,6 +528,7 @@ class Engine:
                 seq.prefill_remaining = left
             if n:
                 seq.first_token_by = -1
+                seq.token_step = t
             seq.generated = generated + n
             seq.last_access_step = t
             tokens += n

@@ -65,6 +65,7 @@ SEQUENCE_FIELDS: dict[str, Kind] = {
     "inbound": "visible",
     "prefix_held": "visible",
     "last_access_step": "visible",
+    "token_step": "visible",
     "admitted_order": "visible",
     "preemptions": "visible",
     "pauses_done": "visible",

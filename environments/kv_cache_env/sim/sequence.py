@@ -22,7 +22,8 @@ class Sequence:
     """Prompt tokens past the shared prefix blocks (they live in private blocks), follow-up
     calls' prompts included once they arrived."""
     wait_since: int
-    """Engine step since which it has been waiting (arrival or last preemption). engine"""
+    """Engine step since which its client has been waiting: its arrival, or the last step it
+    emitted a token before a preemption. engine"""
     not_before: int
     """Earliest engine step it may be (re)admitted or swapped back in. engine"""
     status: Status = Status.WAITING
@@ -59,6 +60,8 @@ class Sequence:
     """How many leading blocks of `request.prefix_hashes` it references (all, or 0). engine"""
     last_access_step: int = -1
     """Last engine step its KV was read (prefill or decode)."""
+    token_step: int = -1
+    """Last engine step it emitted an output token (what its streaming client last saw). engine"""
     admitted_order: int = -1
     """Admission counter value at its last admission (larger = newer). engine"""
     preemptions: int = 0
@@ -112,6 +115,7 @@ class Sequence:
         new.inbound = 0
         new.prefix_held = 0
         new.last_access_step = -1
+        new.token_step = -1
         new.admitted_order = -1
         new.preemptions = 0
         new.pauses_done = 0
@@ -144,6 +148,7 @@ class Sequence:
         new.inbound = self.inbound
         new.prefix_held = self.prefix_held
         new.last_access_step = self.last_access_step
+        new.token_step = self.token_step
         new.admitted_order = self.admitted_order
         new.preemptions = self.preemptions
         new.pauses_done = self.pauses_done
