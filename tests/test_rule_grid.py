@@ -109,3 +109,30 @@ def test_a_two_liner_leaves_what_its_first_line_took():
         "swap where phase = idle; then evict all",
     ]
     assert len(quoted_rules()) == 2
+
+
+def test_purge_when_full_is_the_grids_two_liner_and_in_the_bounds_pool():
+    # the registered rule acts exactly as the grid rule it was taken from, on every turn of
+    # episodes that cross its 95% gate (agent-tools' small GPUs), played under that rule
+    from evals.serving.policies import bound_pool, create
+    from evals.serving.policies.expert import POOL
+
+    grid = TwoLiner(
+        OneLiner("evict", Condition("usage", ">=", 0.95)),
+        OneLiner("compress", Condition("eviction_score", "<=", 0.39)),
+    )
+    rule = create("purge-when-full")
+    gated = 0
+    for seed in range(3):
+        sim = Simulator(get_scenario("agent-tools"), seed)
+        while not sim.done:
+            obs = sim.observe(hints=False)
+            actions = rule.act(obs)
+            assert actions == grid.act(obs)
+            gated += obs.usage >= 0.95 and any(a.kind == "evict" for a in actions)
+            for action in actions:
+                sim.apply(action)
+            sim.step()
+    assert gated  # the purge happened
+    assert "purge-when-full" in {make().name for make in bound_pool()}
+    assert "purge-when-full" in {make().name for make in POOL}

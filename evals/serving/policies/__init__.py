@@ -7,7 +7,7 @@ from collections.abc import Callable
 from .base import OrderedEvictionPolicy, Policy, SimulatorPolicy, blocks_to_free, decide
 from .bound import BoundPolicy
 from .expert import ExpertPolicy
-from .heuristics import HEURISTICS, SESSION_RULES, SINGLE_ACTION
+from .heuristics import GRID_RULES, HEURISTICS, SESSION_RULES, SINGLE_ACTION
 from .learned import LearnedPolicy
 from .lookahead import BASE_HEURISTICS, LookaheadPolicy
 from .session_rules import MinWastePolicy
@@ -45,6 +45,7 @@ for _cls in (
     ExpertPolicy,
     LookaheadPolicy,
     *SINGLE_ACTION,
+    *GRID_RULES,
 ):
     register(_cls.name, _cls)
 for _make in BASE_HEURISTICS:  # lookahead's own variants (e.g. priority@0.8), for checks
@@ -59,7 +60,7 @@ NOT_IN_POOL = frozenset({"random", "bound", "lookahead", "expert"})
 def bound_pool() -> list[Callable[[], Policy]]:
     """The bound's pool: every registered observation policy except `random` (a pool member must
     be a rule, not noise) — the seed-004 orders, the session rules, the single-action
-    strategies and lookahead's variants."""
+    strategies, the rule the grid found (`purge-when-full`) and lookahead's variants."""
     return [make for name, make in _REGISTRY.items() if name not in NOT_IN_POOL]
 
 

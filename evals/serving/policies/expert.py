@@ -36,6 +36,7 @@ from .heuristics import (
     Int8EverythingPolicy,
     NoopPolicy,
     OffloadOrDiscardPolicy,
+    PurgeWhenFullPolicy,
     SwapPausedCompressPolicy,
     VllmDefaultPolicy,
 )
@@ -70,6 +71,7 @@ POOL: tuple[Callable[[], Policy], ...] = (
     DiscardPausedCompressPolicy,
     OffloadOrDiscardPolicy,
     MinWastePolicy,
+    PurgeWhenFullPolicy,
 )
 """Stateless rules it may adopt as its incumbent (its own knowledge of good fixed rules)."""
 

@@ -1,6 +1,7 @@
 """The observation-based baselines: engine-only, random, the eviction orders of seed 004 (FIFO,
 LRU, priority) and TensorRT-LLM (prioritized LRU), compress-first, and the single-action
-strategies used to check that the benchmark rewards judgment."""
+strategies used to check that the benchmark rewards judgment, the session rules, and a rule the
+rule grid found."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from kv_cache_env.sim import (
     noop,
     swap,
 )
+from kv_cache_env.sim.observation import candidate_score
 
 from .base import (
     DEFAULT_TARGET_USAGE,
@@ -369,3 +371,35 @@ class OffloadOrDiscardPolicy(Policy):
 
 
 SESSION_RULES = (*SESSION_RULES, OffloadOrDiscardPolicy)
+
+
+# --- a rule the rule grid found (suite v3) ------------------------------------------------------
+class PurgeWhenFullPolicy(Policy):
+    """Two lines of the rule grid (`evict where usage >= 0.95; then compress where
+    eviction_score <= 0.39`): every turn, compress one level the sequences worth keeping
+    (eviction score <= 0.39, the median on the grid's tuning episodes: system and context KV,
+    high priority or far along); once the GPU is 95% full, discard every sequence holding
+    blocks instead, running ones included (they are recomputed), so the queue moves again.
+    On the agent regimes' small GPUs this scored above the bound (whose pool and macros never
+    discarded running requests wholesale), so the bound and the expert hold it in their pools;
+    it is registered for checks, not in the default eval set."""
+
+    name = "purge-when-full"
+    FULL = 0.95
+    KEEP_SCORE = 0.39
+
+    def act(self, obs: Observation) -> list[Action]:
+        movable = [e for e in obs.entries if not e.swapped and not e.moving]
+        discard = [e for e in movable if e.frees > 0] if obs.usage >= self.FULL else []
+        gone = {e.seq_id for e in discard}
+        keep = [
+            compress(e.seq_id)
+            for e in movable
+            if e.seq_id not in gone
+            and candidate_score(e) <= self.KEEP_SCORE
+            and e.quantization.next_level is not None
+        ]
+        return [evict(e.seq_id) for e in discard] + keep
+
+
+GRID_RULES: tuple[type[Policy], ...] = (PurgeWhenFullPolicy,)
