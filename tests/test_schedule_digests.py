@@ -87,7 +87,7 @@ SYNTHETIC_PINS = {
     "easy": "0cbd1ffdbfe4426d",
     "flash-crowd": "260e30c8375839f5",
     "hard": "bdf91bcc1cee3287",
-    "medium": "5481d7e0e21735ac",
+    "medium": "6f2ee8c87aba3374",  # suite v3: the regimes' sessions (medium-128 keeps the old)
     "medium-128": "5fad0f232d24af82",
     "slow-prefill": "6d7c1b62da99d431",
 }
@@ -101,9 +101,9 @@ TRACE_PINS = {
     },
     "azure-conv-2023": {
         "trace": "2c9db9a1f10999fa",
-        "medium": "134f790781e08c69",
+        "medium": "5cfa1106cbc7f4b4",  # sessions drawn from medium's (now the regimes') mix
         "hard": "309e48948cef9ea4",
-        "full": "0c0efc2afe454d53",
+        "full": "a2fce75db69ff802",
     },
 }
 

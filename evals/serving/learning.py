@@ -33,8 +33,17 @@ from .runner import run_policy_episode
 SELECT_SEED_START = TRAIN_SEED_START + 500_000
 TRAIN_SEED_SPAN = 500_000
 GROUP_SCENARIOS: dict[str, tuple[str, ...]] = {
-    "fp16": ("easy", "medium", "hard"),
-    "fp8": ("agent-tools", "agent-remote", "chat-human", "big-cpu", "slow-prefill", "flash-crowd"),
+    "fp16": ("easy",),
+    "fp8": (
+        "medium",
+        "hard",
+        "agent-tools",
+        "agent-remote",
+        "chat-human",
+        "big-cpu",
+        "slow-prefill",
+        "flash-crowd",
+    ),
 }
 SHAPE = (len(TOOLS), len(INPUTS))
 MIN_SCALE = 0.05

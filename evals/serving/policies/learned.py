@@ -7,10 +7,11 @@ applies the best-scoring tool the simulator would accept if its score is above 0
 call per sequence per turn, so compressing twice takes two turns. Offloads count down the free
 CPU blocks as they are chosen, so a session whose KV no longer fits falls to its next-best tool.
 
-There are two weight sets: one for fp16 deployments (`easy`, `medium`, `hard`) and one for
-deployments that store KV at fp8/int8 already (the named regimes), chosen by whether any
-sequence stored at fp16 has been seen since turn 0 of the episode — a fact of the observation,
-not of the scenario's name. The weights (`learned_weights.json`, beside this module) come from
+There are two weight sets: one for fp16 deployments (`easy`, `medium-128`) and one for
+deployments that store KV at fp8/int8 already (`medium`, `hard` and the named regimes; the
+weights were trained when `medium` and `hard` were fp16), chosen by whether any sequence stored
+at fp16 has been seen since turn 0 of the episode — a fact of the observation, not of the
+scenario's name. The weights (`learned_weights.json`, beside this module) come from
 `scripts/train_learned.py` (cross-entropy method over training seeds, selected on a separate
 range); the file records the feature names, so a mismatch fails loudly. Observation-only: it
 acts through `act(observation)` and runs behind the policy server like any other.
