@@ -9,9 +9,10 @@ observation and the signal table). Every scenario but `easy` (a sanity tier) cou
    block): every one-liner, then every pair of the best one-liners per tool with different
    tools in both orders; the best `top` per scenario and on average go to the proof block with
    the registered rules and the two quoted ones.
-2. On the proof block (500000+): every scenario has a range (bound - noop >= 0.10, paired CI's
-   lower end >= 0.05); the expert (on the block's first `expert` seeds) is the ceiling for honest
-   play (no fixed rule beats it by more than 0.02 of the range, paired); adaptivity pays (at
+2. On the proof block (510000+; a CI-size run plays 800000+ instead): every scenario has a
+   range (bound - noop >= 0.10, paired CI's lower end >= 0.05); the expert (on the block's
+   first `expert` seeds) is the ceiling for honest play (no fixed rule beats it by more than
+   0.02 of the range, paired); adaptivity pays (at
    least three different winning rules, and no single rule averages within 0.15 of the
    expert); every fixed rule of at most two lines stays <= 0.70 of the range on average and
    <= 0.85 on every scenario; the stretch aim (expert - best rule >= 0.15 on two scenarios, with
@@ -50,7 +51,13 @@ from .rule_grid import (
 )
 from .validate_jobs import Job, run_job, run_jobs
 
-PROOF_START = 500_000
+PROOF_START = 510_000
+"""The proof block. Suite v3's engine and scenarios were redesigned after runs on the first
+block (500000-500099, touched by two runs whose results shaped the redesign), so its proof
+starts on a fresh block that no tuning run has touched."""
+CI_START = 800_000
+"""The block a CI-size run (`Sizes.ci`, the test suite) plays instead, so that test runs never
+touch the proof block."""
 TUNING_START = 900_000
 SANITY = ("easy",)
 SCORED = tuple(s for s in SUITE if s not in SANITY)
@@ -105,14 +112,16 @@ class Sizes:
     """Seeds per scenario for the planner told the true pause lengths."""
     grid_limit: int | None = None
     """Play only this many one-liners in the screen (a CI-size run)."""
+    start: int = PROOF_START
+    """First seed of the block the criteria are checked on."""
 
     @classmethod
     def ci(cls) -> Sizes:
-        return cls(3, 1, 1, 2, 2, 1, 1, 1, grid_limit=24)
+        return cls(3, 1, 1, 2, 2, 1, 1, 1, grid_limit=24, start=CI_START)
 
     @property
     def proof(self) -> range:
-        return range(PROOF_START, PROOF_START + self.episodes)
+        return range(self.start, self.start + self.episodes)
 
     @property
     def tuning(self) -> range:
