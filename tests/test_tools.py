@@ -94,7 +94,8 @@ class Scripted:
 
 
 def test_one_reply_is_one_step_with_all_its_calls_applied_in_order():
-    sim = Simulator(get_scenario("hard"), 4)
+    # medium-128: an fp16 cache, so a sequence can be compressed twice (fp16 -> int8 -> int4)
+    sim = Simulator(get_scenario("medium-128"), 4)
     entries = sim.observe().entries
     big = entries[0].seq_id
     model = Scripted(
