@@ -9,9 +9,10 @@ its table check, naming this command):
     nice -n 10 uv run --no-sync python scripts/reference_table.py -j 2
 
 It plays 200 episodes per suite scenario, half of them the bound's (about 1-6 s of CPU each):
-with nine scenarios 1,800 episodes, roughly 40-60 CPU minutes. Finished episodes are kept in a `.partial` file beside the table as they come (seed
-by seed), so an interrupted run picks up where it stopped (`--restart` discards them); the
-partial file is dropped once the table is written. `--write-complete`, while a build runs,
+with nine scenarios 1,800 episodes, roughly 40-60 CPU minutes. Finished episodes are kept in a
+`.partial` file beside the table as they come (seed by seed), so an interrupted run picks up
+where it stopped (`--restart` discards them); the partial file is dropped once the table is
+written. `--write-complete`, while a build runs,
 writes a table of the seeds every scenario and agent has so far (seeds 0..N-1: `eval` uses it
 for those seeds and computes the rest). `--check` recomputes a few entries and compares them
 with the shipped table instead.
