@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from kv_cache_env.context.episode import ContextRecord, QuestionResult
 from kv_cache_env.context.scoring import rouge_l
+from kv_cache_env.context.tokenizer import count_tokens
 from kv_cache_env.context.values import (
+    MAX_ANSWER_TOKENS,
     VERDICT_SCORES,
     judge_answer,
     names_value,
@@ -38,6 +40,12 @@ def test_verdicts() -> None:
     two = ("Saffron", "8802")
     assert judge_answer("Saffron, and 8802.", two, (*two, "Mochi", "4471")) == "correct"
     assert judge_answer("Saffron.", two, (*two, "Mochi")) == "abstain"
+    # a dump of the visible text that holds the value among other text is no answer
+    notes = " ".join(f"The note number {i} says the fern needs water." for i in range(12))
+    dump = f"My locker code is 4471. {notes}"
+    assert count_tokens(dump) > MAX_ANSWER_TOKENS
+    assert judge_answer(dump, ["4471"], POOL) == "abstain"
+    assert judge_answer(dump + " It was 9130 before.", ["4471"], POOL) == "wrong"
     assert names_value("a double espresso, please", "a double espresso")
     assert names_value("double espresso", "a double espresso")
     assert not names_value("B-170", "B-17") and not names_value("LC-55812", "55812")

@@ -8,7 +8,10 @@ fact's template could take, distractors' and stale values included):
 - `correct`: every key value is named (whole words, case-insensitive, a leading article of the
   value optional) and no other candidate value is;
 - `wrong`: some other candidate value is named (a stale value, a distractor's, a guess);
-- `abstain`: neither: "I don't know", an echo of the question, anything without a value.
+- `abstain`: neither: "I don't know", an echo of the question, anything without a value, and
+  any answer longer than `MAX_ANSWER_TOKENS` that names no other candidate: a reader that
+  hands back everything it can see has not read the value out of it, so a dump of a lean
+  cache earns nothing even when the right value is somewhere in it.
 
 Scores: correct 1, abstain 0, wrong -0.25. "I don't know" beats a wrong value, and an answer
 that rephrases the question without reading anything is worth exactly as much as "I don't
@@ -22,7 +25,10 @@ import re
 from collections.abc import Iterable
 from typing import Literal
 
+from .tokenizer import count_tokens
+
 __all__ = [
+    "MAX_ANSWER_TOKENS",
     "VERDICT_SCORES",
     "Verdict",
     "judge_answer",
@@ -33,6 +39,10 @@ __all__ = [
 Verdict = Literal["correct", "abstain", "wrong"]
 VERDICT_SCORES: dict[str, float] = {"correct": 1.0, "abstain": 0.0, "wrong": -0.25}
 """The answer term of one question, by verdict."""
+
+MAX_ANSWER_TOKENS = 96
+"""The longest answer that can be `correct`: over twice the longest sentence the generator
+writes (40 tokens) and above a chat reader's reply cap (`readers.ChatReader.max_tokens`, 64)."""
 
 _ARTICLE = re.compile(r"^(a|an|the)\s+")
 
@@ -55,6 +65,8 @@ def judge_answer(answer: str, values: Iterable[str], candidates: Iterable[str]) 
     others = [c for c in candidates if c not in keys]
     if any(names_value(answer, c) for c in others):
         return "wrong"
+    if count_tokens(answer) > MAX_ANSWER_TOKENS:
+        return "abstain"
     if all(names_value(answer, v) for v in keys):
         return "correct"
     return "abstain"
