@@ -322,18 +322,19 @@ def test_the_lexicon_ships_as_package_data_with_its_licence_and_open_pools() -> 
 
 @pytest.mark.parametrize("level", list(LEVELS))
 def test_live_load_against_the_budget(level: str) -> None:
-    """The live statements (value current, asked later) need more blocks than the budget on
+    """The live statements (value current, asked later) need more tokens than the budget on
     medium and hard: at least 1.5x at every episode's peak and 1.2x on average over question
-    times; on easy (the teaching level) they fit on average."""
+    times (more still in blocks, which are kept whole); on easy (the teaching level) they fit
+    on average."""
     from evals.context.sizing import live_load
 
     loads = [live_load(c) for c in all_convs(level)]
     if level == "easy":
         assert sum(x.mean_blocks for x in loads) / len(loads) < 1.0
         return
-    assert min(x.peak_blocks for x in loads) >= 1.5, [x.peak_blocks for x in loads]
-    assert sum(x.mean_blocks for x in loads) / len(loads) >= 1.2
-    assert all(x.peak_tokens > 1.0 for x in loads)  # in tokens too, at every peak
+    assert min(x.peak_tokens for x in loads) >= 1.5, [x.peak_tokens for x in loads]
+    assert sum(x.mean_tokens for x in loads) / len(loads) >= 1.2
+    assert min(x.peak_blocks for x in loads) >= 1.5  # in blocks too (kept whole)
 
 
 def test_live_load_counts_a_statement_from_its_message_to_its_last_ask() -> None:

@@ -1,9 +1,10 @@
 """`kvarena validate`'s context section at CI size: 2 paired seeds per level on a block of its
-own (never the proof block), the probe trained on 20 episodes. Every check runs; the figures
-that need no more episodes hold (the fake readers earn nothing and sit below noop, the
-oracle's accuracy, determinism, the parser's recall and precision, novelty); the attacks'
-shares are only reported here (their criteria need the full 50 episodes), but the reference
-and the oracle must already sit above every attack on both judged levels."""
+own (never the proof block), the probe trained on 20 episodes, on two workers. Every check
+runs; the figures that need no more episodes hold (the fake readers earn nothing, on an empty
+cache and on the oracle's, and sit far below the oracle reading the same cache; the oracle's
+accuracy, determinism, the parser's recall and precision, novelty); the attacks' shares are
+only reported here (their criteria need the full 50 episodes), but the reference and the
+oracle must already sit above every attack on both judged levels."""
 
 from __future__ import annotations
 
@@ -40,9 +41,9 @@ def test_the_test_block_is_not_the_proof_block() -> None:
 @pytest.fixture(scope="module")
 def checks() -> list:
     ticks: list[int] = []
-    out = run_context_validation(
+    out = run_context_validation(  # two workers: the probe trains beside the other agents
         EPISODES,
-        1,
+        2,
         lambda: ticks.append(1),
         probe_episodes=20,
         auc_episodes=4,
@@ -79,6 +80,11 @@ def test_readers_oracle_parser_novelty_and_determinism_hold_at_ci_size(checks) -
             r"paired difference ([-+]\d\.\d+) .*\(([-+]\d\.\d+) vs noop", check.detail
         )
         assert match and float(match.group(2)) <= 0.0 and float(match.group(1)) < 0.0, check
+    on_oracle = [c for c in checks if "on the oracle's cache" in c.name]
+    assert len(on_oracle) == 3 * len(JUDGED)
+    for check in on_oracle:  # the asked sentence is in view, and still earns them nothing
+        quality = re.search(r"answer quality ([-+]\d\.\d+)", check.detail)
+        assert check.passed and quality and float(quality.group(1)) <= 0.0, check
     for name in (
         "context oracle value accuracy",
         "context novelty: ",

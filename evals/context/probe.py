@@ -147,12 +147,18 @@ class Probe:
 def train_probe(seeds: Iterable[int], levels: Sequence[str], sample_seed: int = 0) -> Probe:
     """Fit the probe on the episodes `seeds` x `levels` (keep them disjoint from the test
     seeds)."""
+    return fit_probe(
+        (generate_conversation(seed, level) for seed in seeds for level in levels), sample_seed
+    )
+
+
+def fit_probe(conversations: Iterable[Conversation], sample_seed: int = 0) -> Probe:
+    """Fit the probe on `conversations` (in order: the sampling draws from one generator)."""
     tfidf, logistic, _ = _sklearn()
     rng = np.random.default_rng(sample_seed)
     rows: list[Example] = []
-    for seed in seeds:
-        for level in levels:
-            rows += examples(generate_conversation(seed, level), rng)
+    for conversation in conversations:
+        rows += examples(conversation, rng)
     vectorizer = tfidf(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=200_000)  # type: ignore[operator]
     vectorizer.fit([r.text for r in rows])
     probe = Probe(vectorizer, logistic(max_iter=1000, C=1.0))  # type: ignore[operator]

@@ -79,25 +79,43 @@ class Novelty:
     training: int
 
 
-def novelty(train: Iterable[int], levels: Sequence[str], test: Iterable[int]) -> Novelty:
-    """Mean per-episode share of attributes (and kinds) of the `test` seeds unseen in the
-    `train` seeds, on every level of `levels`."""
+@dataclass(frozen=True)
+class Seen:
+    """The attributes and kinds of a set of training episodes."""
+
+    attributes: frozenset[str]
+    kinds: frozenset[str]
+    episodes: int
+
+
+def seen_in(conversations: Iterable[Conversation]) -> Seen:
     seen_attributes: set[str] = set()
     seen_kinds: set[str] = set()
-    n_train = 0
-    for seed in train:
-        for level in levels:
-            conversation = generate_conversation(seed, level)
-            seen_attributes |= attributes(conversation)
-            seen_kinds |= kinds(conversation)
-            n_train += 1
+    n = 0
+    for conversation in conversations:
+        seen_attributes |= attributes(conversation)
+        seen_kinds |= kinds(conversation)
+        n += 1
+    return Seen(frozenset(seen_attributes), frozenset(seen_kinds), n)
+
+
+def novelty_against(seen: Seen, levels: Sequence[str], test: Iterable[int]) -> Novelty:
+    """Mean per-episode share of attributes (and kinds) of the `test` seeds, on every level of
+    `levels`, absent from `seen`."""
     shares, kind_shares = [], []
     for seed in test:
         for level in levels:
             conversation = generate_conversation(seed, level)
             a, k = attributes(conversation), kinds(conversation)
-            shares.append(len(a - seen_attributes) / len(a))
-            kind_shares.append(len(k - seen_kinds) / len(k))
+            shares.append(len(a - seen.attributes) / len(a))
+            kind_shares.append(len(k - seen.kinds) / len(k))
     return Novelty(
-        sum(shares) / len(shares), sum(kind_shares) / len(kind_shares), len(shares), n_train
+        sum(shares) / len(shares), sum(kind_shares) / len(kind_shares), len(shares), seen.episodes
     )
+
+
+def novelty(train: Iterable[int], levels: Sequence[str], test: Iterable[int]) -> Novelty:
+    """Mean per-episode share of attributes (and kinds) of the `test` seeds unseen in the
+    `train` seeds, on every level of `levels`."""
+    seen = seen_in(generate_conversation(seed, level) for seed in train for level in levels)
+    return novelty_against(seen, levels, test)

@@ -18,11 +18,17 @@ The reference:
   closes at least `MIN_SIGNAL` of the range.
 Readers and sizing:
 - the oracle's value accuracy with the extractive reader is at least 0.9;
-- evict-all with an echo reader, an "I don't know" reader and a reader that returns the whole
-  visible text scores at least `NOOP_MARGIN` below `noop` (mean paired difference; CI shown);
-- the live load (blocks holding answer-bearing sentences whose value is current and asked
-  later) is at least 1.5x the budget at every episode's peak and 1.2x on average over the
-  question times (tokens reported too);
+- readers that do not read the value earn nothing from answers: an echo reader, an "I don't
+  know" reader and a reader that returns the whole visible text, each reading the oracle's
+  cache (the asked sentence in view at every question), score at least `FAKE_MARGIN` below the
+  oracle with the extractive reader (mean paired difference; CI shown). This restates the
+  original criterion, "evict-all with those readers at least 0.3 below `noop`", which is
+  reported beside it: a reader that abstains scores 0, so that margin can never exceed what
+  `noop` itself earns (+0.28 on hard in the first proof run), and an empty cache never tests
+  whether a reader can be paid for text that holds the value;
+- the live load (tokens of answer-bearing sentences whose value is current and asked later)
+  is at least 1.5x the budget's tokens at every episode's peak and 1.2x on average over the
+  question times (the same in blocks reported beside);
 - novelty: at least half of a new episode's attributes (subject with its qualifier, and
   property) never occur in the probe's training episodes;
 - determinism: reruns are byte-identical; the ordering of every agent is reported.
@@ -30,8 +36,8 @@ Readers and sizing:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,22 +46,26 @@ import numpy as np
 from kv_cache_env.context.conversation import LEVELS, generate_conversation
 from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer
+from kv_cache_env.context.types import BLOCK_SIZE
 
+from ..common.processes import worker_pool
 from ..common.results import dumps
 from ..common.stats import mean_ci
 from ..serving.validate import Check
 from .extraction import parser_quality, perfect_extraction, template_parser
 from .keeping import evict_except, recall_on_demand
 from .policies import ContextPolicy, get_context_policy
-from .probe import Probe, probe_auc, probe_policy, train_probe
+from .probe import Probe, fit_probe, probe_auc, probe_policy
 from .run import context_result
 from .signal_reader import SignalReader
-from .sizing import live_load, novelty
+from .sizing import LiveLoad, Seen, live_load, novelty_against, seen_in
 
 JUDGED = ("medium", "hard")
-PROOF_SEED = 90_000
+PROOF_SEED = 91_000
 """First seed of the proof block: validate's episodes are seeds PROOF_SEED.. PROOF_SEED+n-1.
-Development and tuning used seeds below 1,000; nothing was tuned on this block."""
+Development and tuning used seeds below 1,000; nothing was tuned on this block. (The block
+from 90,000, the first proof block, informed the reference's and medium's last changes, so it
+proves nothing any more.)"""
 PROBE_SEED = 50_000
 PROBE_EPISODES = 1000
 """Training episodes of the probe (split evenly over the judged levels)."""
@@ -66,7 +76,8 @@ ATTACKS = ("template-parser", "perfect-extraction", "recall-everything", "probe"
 REFERENCE = "signal-reader"
 MAX_ATTACK = 0.6
 MIN_SIGNAL = 0.8
-NOOP_MARGIN = 0.3
+FAKE_MARGIN = 0.3
+FAKE_READERS = ("echo", "idk", "whole-text")
 MIN_ORACLE_ACCURACY = 0.9
 MIN_PEAK_LOAD = 1.5
 MIN_MEAN_LOAD = 1.2
@@ -145,9 +156,10 @@ def context_validation_jobs(episodes: int, first_seed: int = PROOF_SEED) -> list
         for seed in seeds
     ]
     jobs += [
-        ContextJob("evict-all", reader, level, seed)
+        ContextJob(agent, reader, level, seed)
         for level in JUDGED
-        for reader in ("echo", "idk", "whole-text")
+        for agent in ("oracle", "evict-all")
+        for reader in FAKE_READERS
         for seed in seeds
     ]
     return jobs
@@ -193,21 +205,104 @@ def run_context_job(job: ContextJob) -> dict[str, Any]:
     )
 
 
-def _run(
-    jobs: list[ContextJob], workers: int, probe: Probe | None, tick: Callable[[], None]
-) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+def run_context_jobs(
+    jobs: Sequence[ContextJob], probe: Probe | None = None
+) -> list[dict[str, Any]]:
+    """Run `jobs` in order (a worker's share; the probe for the `probe` agent's jobs)."""
     _set_probe(probe)
-    out: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    try:
+        return [run_context_job(job) for job in jobs]
+    finally:
+        _set_probe(None)
+
+
+@dataclass(frozen=True)
+class _Training:
+    """What the probe's training episodes give: the fitted probe, its held-out AUC and the
+    attributes and kinds they hold (for novelty)."""
+
+    probe: Probe
+    auc: tuple[float, float, int]
+    seen: Seen
+
+
+def _train(train: range, held_out: range) -> _Training:
+    """Generate the training episodes once: fit the probe, measure its AUC, list what they
+    hold."""
+    conversations = [generate_conversation(seed, level) for seed in train for level in JUDGED]
+    probe = fit_probe(conversations)
+    return _Training(probe, probe_auc(probe, held_out, JUDGED), seen_in(conversations))
+
+
+def _loads(level: str, seeds: range) -> list[LiveLoad]:
+    return [live_load(generate_conversation(s, level)) for s in seeds]
+
+
+def _parser_counts(seeds: range) -> tuple[int, int, int]:
+    """(statements found right, found, true) of the template parser over `seeds`."""
+    right = found = true = 0
+    for level in JUDGED:
+        for seed in seeds:
+            r, f, t = parser_quality(generate_conversation(seed, level))
+            right, found, true = right + r, found + f, true + t
+    return right, found, true
+
+
+def _chunks(jobs: Sequence[ContextJob], size: int) -> list[Sequence[ContextJob]]:
+    return [jobs[i : i + size] for i in range(0, len(jobs), size)]
+
+
+@dataclass(frozen=True)
+class _Work:
+    """Everything the section measures before the checks are read off it."""
+
+    results: dict[tuple[str, str, str, int], dict[str, Any]]
+    training: _Training
+    loads: dict[str, list[LiveLoad]]
+    parser: tuple[int, int, int]
+
+
+def _work(
+    jobs: list[ContextJob],
+    seeds: range,
+    train: range,
+    held_out: range,
+    workers: int,
+    tick: Callable[[], None],
+) -> _Work:
+    """Run the section's episodes and measurements, on `workers` processes when more than
+    one: the probe trains in one worker while the others play every agent but the probe; the
+    probe's episodes follow once it is trained."""
+    probe_jobs = [j for j in jobs if j.agent == "probe"]
+    other_jobs = [j for j in jobs if j.agent != "probe"]
+    results: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+
+    def keep(chunk: Sequence[ContextJob], out: list[dict[str, Any]]) -> None:
+        for job, result in zip(chunk, out, strict=True):
+            results[job.key] = result
+            tick()
+
     if workers <= 1:
-        for job in jobs:
-            out[job.key] = run_context_job(job)
-            tick()
-        return out
-    with ProcessPoolExecutor(workers, initializer=_set_probe, initargs=(probe,)) as pool:
-        for job, result in zip(jobs, pool.map(run_context_job, jobs, chunksize=2), strict=True):
-            out[job.key] = result
-            tick()
-    return out
+        training = _train(train, held_out)
+        keep(other_jobs, run_context_jobs(other_jobs))
+        keep(probe_jobs, run_context_jobs(probe_jobs, training.probe))
+        loads = {level: _loads(level, seeds) for level in JUDGED}
+        return _Work(results, training, loads, _parser_counts(seeds[:10]))
+    with worker_pool(workers) as pool:
+        trained: Future[_Training] = pool.submit(_train, train, held_out)
+        pending: dict[Future[list[dict[str, Any]]], Sequence[ContextJob]] = {
+            pool.submit(run_context_jobs, chunk): chunk for chunk in _chunks(other_jobs, 10)
+        }
+        sized = {level: pool.submit(_loads, level, seeds) for level in JUDGED}
+        parsed = pool.submit(_parser_counts, seeds[:10])
+        training = trained.result()
+        size = max(1, -(-len(probe_jobs) // (2 * workers)))
+        for chunk in _chunks(probe_jobs, size):
+            pending[pool.submit(run_context_jobs, chunk, training.probe)] = chunk
+        for future in as_completed(pending):
+            keep(pending[future], future.result())
+        loads = {level: future.result() for level, future in sized.items()}
+        return _Work(results, training, loads, parsed.result())
 
 
 def run_context_validation(
@@ -225,23 +320,24 @@ def run_context_validation(
         raise ValueError("the context checks need at least 2 episodes per level")
     per_level = max(1, probe_episodes // len(JUDGED))
     train = range(PROBE_SEED, PROBE_SEED + per_level)
-    probe = train_probe(train, JUDGED)
-    auc = probe_auc(probe, range(AUC_SEED, AUC_SEED + max(1, auc_episodes // len(JUDGED))), JUDGED)
+    held_out = range(AUC_SEED, AUC_SEED + max(1, auc_episodes // len(JUDGED)))
     seeds = proof_seeds(episodes, first_seed)
     jobs = context_validation_jobs(episodes, first_seed)
-    table = _Table(_run(jobs, workers, probe, tick), seeds)
+    work = _work(jobs, seeds, train, held_out, workers, tick)
+    table = _Table(work.results, seeds)
+    auc = work.training.auc
     return [
         *_gap_checks(table),
         _oracle_accuracy_check(table),
         *_reader_checks(table),
-        *_sizing_checks(seeds),
-        _novelty_check(train, seeds[:20]),
-        _parser_report(seeds[:10]),
+        *_sizing_checks(work.loads),
+        _novelty_check(work.training.seen, seeds[:20]),
+        _parser_report(work.parser),
         Check(
             "context probe held-out AUC for 'will be asked' (reported)",
             True,
             f"{auc[0]:.3f} over {auc[2]} sampled sentences, {auc[1]:.3f} over those holding "
-            f"a value; trained on {per_level * len(JUDGED)} episodes",
+            f"a value; trained on {work.training.seen.episodes} episodes",
         ),
         *_ordering_checks(table),
         _determinism_check(table),
@@ -310,49 +406,79 @@ def _oracle_accuracy_check(t: _Table) -> Check:
     )
 
 
+def _paired(t: _Table, level: str, a: tuple[str, str], b: tuple[str, str]) -> tuple[float, str]:
+    """`a` minus `b` in reward, paired over episodes: the mean, and it with its 95% interval."""
+    diff, half = mean_ci(list(t.rewards(a[0], level, a[1]) - t.rewards(b[0], level, b[1])))
+    return diff, f"{diff:+.3f} [{diff - half:+.3f}, {diff + half:+.3f}]"
+
+
 def _reader_checks(t: _Table) -> list[Check]:
     checks = []
     for level in JUDGED:
-        for reader in ("echo", "idk", "whole-text"):
-            diff, half = mean_ci(
-                list(t.rewards("evict-all", level, reader) - t.rewards("noop", level))
+        oracle = t.rewards("oracle", level).mean()
+        noop = t.rewards("noop", level).mean()
+        for reader in FAKE_READERS:
+            diff, shown = _paired(t, level, ("oracle", reader), ("oracle", "extractive"))
+            quality = np.mean(
+                [
+                    t.results["oracle", reader, level, s]["components"]["answer_quality"]
+                    for s in t.seeds
+                ]
             )
             checks.append(
                 Check(
-                    f"context evict-all + {reader} >= {NOOP_MARGIN} below noop on {level}",
-                    diff <= -NOOP_MARGIN,
-                    f"paired difference {diff:+.3f} [{diff - half:+.3f}, {diff + half:+.3f}] "
+                    f"context {reader} reader on the oracle's cache >= {FAKE_MARGIN} below "
+                    f"the oracle on {level}",
+                    diff <= -FAKE_MARGIN,
+                    f"paired difference {shown} "
+                    f"({t.rewards('oracle', level, reader).mean():+.3f} vs oracle "
+                    f"{oracle:+.3f}; answer quality {quality:+.3f})",
+                )
+            )
+        for reader in FAKE_READERS:
+            diff, shown = _paired(t, level, ("evict-all", reader), ("noop", "extractive"))
+            checks.append(
+                Check(
+                    f"context evict-all + {reader} >= {FAKE_MARGIN} below noop on {level} "
+                    "(the original criterion, reported)",
+                    True,
+                    f"paired difference {shown} "
                     f"({t.rewards('evict-all', level, reader).mean():+.3f} vs noop "
-                    f"{t.rewards('noop', level).mean():+.3f})",
+                    f"{noop:+.3f}): "
+                    + (
+                        f"meets {FAKE_MARGIN}"
+                        if diff <= -FAKE_MARGIN
+                        else f"misses {FAKE_MARGIN}: no margin can exceed what noop earns"
+                    ),
                 )
             )
     return checks
 
 
-def _sizing_checks(seeds: range) -> list[Check]:
+def _sizing_checks(loads: dict[str, list[LiveLoad]]) -> list[Check]:
     checks = []
-    for level in JUDGED:
-        loads = [live_load(generate_conversation(s, level)) for s in seeds]
-        peak = min(x.peak_blocks for x in loads)
-        mean = sum(x.mean_blocks for x in loads) / len(loads)
-        tokens_peak = min(x.peak_tokens for x in loads)
-        tokens_mean = sum(x.mean_tokens for x in loads) / len(loads)
+    for level, episode_loads in loads.items():
+        peak = min(x.peak_tokens for x in episode_loads)
+        mean = sum(x.mean_tokens for x in episode_loads) / len(episode_loads)
+        blocks_peak = min(x.peak_blocks for x in episode_loads)
+        blocks_mean = sum(x.mean_blocks for x in episode_loads) / len(episode_loads)
         budget = LEVELS[level].max_blocks
         checks.append(
             Check(
                 f"context live load on {level}: >= {MIN_PEAK_LOAD}x the budget at every "
-                f"episode's peak, >= {MIN_MEAN_LOAD}x over question times (blocks)",
+                f"episode's peak, >= {MIN_MEAN_LOAD}x over question times (tokens)",
                 peak >= MIN_PEAK_LOAD and mean >= MIN_MEAN_LOAD,
-                f"{budget} blocks; peak {peak:.2f}x (smallest episode), mean over question "
-                f"times {mean:.2f}x (smallest {min(x.mean_blocks for x in loads):.2f}x); in "
-                f"tokens {tokens_peak:.2f}x / {tokens_mean:.2f}x",
+                f"{budget} blocks of {BLOCK_SIZE} tokens; peak {peak:.2f}x (smallest "
+                f"episode), mean over question times {mean:.2f}x (smallest "
+                f"{min(x.mean_tokens for x in episode_loads):.2f}x); in blocks "
+                f"{blocks_peak:.2f}x / {blocks_mean:.2f}x",
             )
         )
     return checks
 
 
-def _novelty_check(train: Iterable[int], seeds: range) -> Check:
-    figures = novelty(train, JUDGED, seeds)
+def _novelty_check(seen: Seen, seeds: range) -> Check:
+    figures = novelty_against(seen, JUDGED, seeds)
     return Check(
         f"context novelty: >= {MIN_NOVELTY:.0%} of a new episode's attributes unseen in "
         "the probe's training episodes",
@@ -363,12 +489,8 @@ def _novelty_check(train: Iterable[int], seeds: range) -> Check:
     )
 
 
-def _parser_report(seeds: range) -> Check:
-    right = found = true = 0
-    for level in JUDGED:
-        for seed in seeds:
-            r, f, t = parser_quality(generate_conversation(seed, level))
-            right, found, true = right + r, found + f, true + t
+def _parser_report(counts: tuple[int, int, int]) -> Check:
+    right, found, true = counts
     return Check(
         "context template parser statement recall / precision (reported)",
         True,

@@ -5,8 +5,8 @@ later after a plan or reminder), how noisy the signals of need are, and the cach
 Kinds of fact (`plan.FactRole`):
 - `later`: asked one or more times, days after it was said; before each ask the conversation
   usually says so (a plan, a reminder, a to-do, a calendar line, "I'll need it again on
-  Friday"), with probability `p_signal` per ask, naming the day of need (off by a day with
-  probability `p_day_noise`);
+  Friday"), with probability `p_signal` per ask, naming the day and part of the day of need
+  (a neighbouring part with probability `p_day_noise`);
 - `soon`: asked in the next turn (a detail from an e-mail the user asks about right away),
   usually announced ("I'll need the gate code in a bit");
 - `aside`: never asked; now and then it gets a signal anyway (`p_false_signal`: plans change),
@@ -47,7 +47,8 @@ class LevelSpec:
     p_close: float = 0.3
     """Chance that an `aside` subject is closed ("all sorted") once nothing more is asked."""
     p_day_noise: float = 0.1
-    """Chance that a signal names a neighbouring day instead of the day of the ask."""
+    """Chance that a signal names a neighbouring part of a day (morning, afternoon, evening)
+    instead of the part of the ask."""
     p_mention: float = 0.25
     """Chance that a fact's subject comes up again later without a value or a plan."""
     later_said: float = 0.35
@@ -110,8 +111,8 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
             n_subjects=52,
             n_threads=4,
             max_blocks=16,
-            p_later=0.32,
-            p_soon=0.53,
+            p_later=0.34,
+            p_soon=0.51,
             p_signal=0.96,
             p_reask=0.5,
             p_update=0.2,
