@@ -37,7 +37,7 @@ Readers and sizing:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -295,14 +295,20 @@ def _work(
         }
         sized = {level: pool.submit(_loads, level, seeds) for level in JUDGED}
         parsed = pool.submit(_parser_counts, seeds[:10])
-        training = trained.result()
-        size = max(1, -(-len(probe_jobs) // (2 * workers)))
-        for chunk in _chunks(probe_jobs, size):
-            pending[pool.submit(run_context_jobs, chunk, training.probe)] = chunk
-        for future in as_completed(pending):
-            keep(pending[future], future.result())
+        waiting: set[Future[Any]] = {trained, *pending}
+        while waiting:  # results as they come (progress moves while the probe trains)
+            done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+            for future in done:
+                if future is not trained:
+                    keep(pending[future], future.result())
+                    continue
+                size = max(1, -(-len(probe_jobs) // (2 * workers)))
+                for chunk in _chunks(probe_jobs, size):
+                    submitted = pool.submit(run_context_jobs, chunk, trained.result().probe)
+                    pending[submitted] = chunk
+                    waiting.add(submitted)
         loads = {level: future.result() for level, future in sized.items()}
-        return _Work(results, training, loads, parsed.result())
+        return _Work(results, trained.result(), loads, parsed.result())
 
 
 def run_context_validation(
