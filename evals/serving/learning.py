@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kv_cache_env.episodes import TRAIN_SEED_START
-from kv_cache_env.sim import Action, Observation, get_scenario
+from kv_cache_env.sim import SUITE, Action, Observation, Quantization, get_scenario
 from rubrics import score
 
 from .policies import Policy, available, create
@@ -33,18 +33,10 @@ from .runner import run_policy_episode
 SELECT_SEED_START = TRAIN_SEED_START + 500_000
 TRAIN_SEED_SPAN = 500_000
 GROUP_SCENARIOS: dict[str, tuple[str, ...]] = {
-    "fp16": ("easy",),
-    "fp8": (
-        "medium",
-        "hard",
-        "agent-tools",
-        "agent-remote",
-        "chat-human",
-        "big-cpu",
-        "slow-prefill",
-        "flash-crowd",
-    ),
+    group: tuple(s for s in SUITE if get_scenario(s).base_quantization is quantization)
+    for group, quantization in (("fp16", Quantization.FP16), ("fp8", Quantization.INT8))
 }
+"""The suite's scenarios by the precision they store KV at (a weight group each)."""
 SHAPE = (len(TOOLS), len(INPUTS))
 MIN_SCALE = 0.05
 
