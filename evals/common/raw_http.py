@@ -45,8 +45,9 @@ def request_bytes(
     ).encode() + body
 
 
-def read_response(sock: socket.socket) -> Response | None:
-    """Read one response from `sock`, or `None` if it closed before a whole head arrived."""
+def _read_message(sock: socket.socket) -> tuple[bytes, bytes] | None:
+    """One message's head and body: the head up to its blank line, then the body until it
+    holds its `Content-Length` or the peer closes (`None` if it closed within the head)."""
     received = b""
     while b"\r\n\r\n" not in received:
         chunk = sock.recv(65536)
@@ -54,19 +55,30 @@ def read_response(sock: socket.socket) -> Response | None:
             return None
         received += chunk
     head, _, body = received.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {
-        name.strip().lower(): value.strip()
-        for name, value in (line.split(":", 1) for line in lines[1:] if ":" in line)
-    }
-    length = int(headers.get("content-length", "0"))
+    length = int(_headers(head).get("content-length", "0"))
     while len(body) < length:
         chunk = sock.recv(65536)
         if not chunk:
             break
         body += chunk
-    return Response(status, headers, body[:length])
+    return head, body[:length]
+
+
+def _headers(head: bytes) -> dict[str, str]:
+    lines = head.decode("latin-1").split("\r\n")[1:]
+    return {
+        name.strip().lower(): value.strip()
+        for name, value in (line.split(":", 1) for line in lines if ":" in line)
+    }
+
+
+def read_response(sock: socket.socket) -> Response | None:
+    """Read one response from `sock`, or `None` if it closed before a whole head arrived."""
+    message = _read_message(sock)
+    if message is None:
+        return None
+    head, body = message
+    return Response(int(head.split()[1]), _headers(head), body)
 
 
 def exchange(
@@ -85,23 +97,7 @@ def exchange(
 def read_request(conn: socket.socket) -> tuple[bytes, bytes] | None:
     """Read one request's head and body (by its `Content-Length`), or `None` if the client
     closed before a whole head arrived."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":", 1)[1])
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return head, body
+    return _read_message(conn)
 
 
 def serve_raw(handle: Callable[[socket.socket], None]) -> tuple[socket.socket, int]:
