@@ -6,16 +6,18 @@ import numpy as np
 import pytest
 
 from evals.serving.policies import BUILTIN, bound_pool, create
+from evals.serving.policies.base import SimulatorPolicy
 from evals.serving.policies.bound import MACROS, BoundPolicy
-from evals.serving.policies.expert import ExpertPolicy
+from evals.serving.policies.expert import GRID_RULES, POOL, ExpertPolicy
 from evals.serving.policies.heuristics import NoopPolicy, OffloadOrDiscardPolicy
 from evals.serving.policies.session_rules import MinWastePolicy
 from evals.serving.policies.worlds import PARTS, sample_world
-from kv_cache_env.sim import Simulator, get_scenario, render
+from kv_cache_env.sim import SUITE, Simulator, get_scenario, render
 from kv_cache_env.sim.hidden import unclassified
 from rubrics import score
 
 SCENARIOS = ("agent-tools", "chat-human")
+"""Where the world checks and the negative control run (the honesty test runs on the suite)."""
 TURNS = 3  # turns compared per pair (observations rarely agree much longer)
 
 
@@ -27,6 +29,25 @@ def test_the_expert_is_registered_but_not_run_by_default_nor_in_the_bounds_pool(
     assert create("expert").name == "expert"
     assert "expert" not in BUILTIN
     assert "expert" not in {make().name for make in bound_pool()}
+
+
+def test_the_experts_pool_holds_rules_that_read_the_observation_alone():
+    # its grid rules are the grid's own two-liners over rendered fields; no member keeps state
+    # or reads the simulator (a pool member that did would carry the truth into its play-outs)
+    from evals.serving.rule_grid import FIELDS, TwoLiner
+
+    assert {f for pair in GRID_RULES for _, f, _, _ in pair} <= FIELDS
+    policies = [make() for make in POOL]
+    assert sum(isinstance(p, TwoLiner) for p in policies) == len(GRID_RULES)
+    assert len({p.name for p in policies}) == len(policies)
+    for policy in policies:
+        assert not isinstance(policy, SimulatorPolicy) and not policy.keeps_state, policy.name
+    sim = Simulator(get_scenario("agent-tools"), 3)
+    for _ in range(4):
+        sim.step()
+    obs = sim.observe(hints=False)
+    for policy in policies:
+        assert policy.act(obs) == policy.act(obs)
 
 
 def test_a_world_shows_the_same_observation_as_the_episode():
@@ -82,7 +103,7 @@ def _agree(make, sim: Simulator, twin: Simulator) -> tuple[int, int]:
     return compared, differ
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", SUITE)
 def test_the_expert_acts_alike_on_worlds_that_differ_only_in_hidden_parts(scenario):
     compared = 0
     for part, sim, twin in _pairs(scenario, 21):
