@@ -356,3 +356,90 @@ def test_most_attributes_of_a_new_episode_are_unseen_in_training_episodes() -> N
     figures = novelty(range(100, 140), ("medium", "hard"), range(200, 203))
     assert figures.attributes >= 0.5, figures
     assert figures.episodes == 6 and figures.training == 80
+
+
+# --- signals of need: open wording, the live-load floor --------------------------------------
+
+
+def test_signals_are_recorded_where_they_are_said_in_every_host() -> None:
+    """Each signal's span holds its text in the message it names, its form masks the subject
+    and time, and signals sit in the user's chat, the assistant's replies, tool outputs and
+    question turns."""
+    roles = set()
+    for c in all_convs("hard"):
+        assert c.signals
+        for s in c.signals:
+            text = c.messages[s.span.message_index].text[s.span.start : s.span.end]
+            assert text and s.cue in ("need", "again", "recur", "close")
+            roles.add((c.messages[s.span.message_index].role, s.cue))
+            if s.cue in ("need", "again"):
+                assert "{W}" in s.form and "{W}" not in text
+            if s.cue != "again":
+                assert "{X}" in s.form
+    assert {("user", "need"), ("assistant", "need"), ("tool", "need"), ("user", "again")} <= roles
+
+
+def test_signal_wording_is_composed_not_listed() -> None:
+    """Over three episodes most signal sentences have a normalized form of their own (no list
+    of phrases covers them), and few of them match the closed templates of the earlier
+    generator."""
+    from evals.context.template_signals import NEED
+
+    forms = [s.form for c in all_convs("medium")[:3] for s in c.signals if s.cue == "need"]
+    assert len(set(forms)) >= 0.6 * len(forms), (len(set(forms)), len(forms))
+    texts = [
+        c.messages[s.span.message_index].text[s.span.start : s.span.end]
+        for c in all_convs("medium")[:3]
+        for s in c.signals
+        if s.cue == "need"
+    ]
+    assert sum(bool(NEED.search(t)) for t in texts) < 0.4 * len(texts)
+
+
+def test_time_phrases_read_back_to_the_day_and_part_they_name() -> None:
+    """Every time phrase the generator writes parses (with the reference's general time
+    parser) to the day and part of the day it was written for."""
+    from evals.context.signal_reader import WEEKDAYS, parse_time
+    from kv_cache_env.context.signal_text import SignalText
+
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        first_weekday = int(rng.integers(7))
+        text = SignalText(rng, lexicon(), 8, first_weekday)
+        turn = int(rng.integers(0, 150))
+        today = turn // 8
+        day = today + int(rng.integers(0, 16))
+        part = int(rng.integers(-1, 3))
+        now = (turn % 8) * 3 // 8
+        if day == today and 0 <= part <= now:
+            part = -1
+        phrase = text.time_phrase(turn, day, part)
+        names = lexicon().text("days", "weekdays")
+        weekday = WEEKDAYS.index(names[(first_weekday + today) % 7].lower())
+        parsed = parse_time(phrase, today, weekday)
+        assert parsed is not None, phrase
+        if day - today >= 14:
+            assert parsed in ((today + 14, -1), (day, -1)), phrase  # "in a fortnight"
+        elif day == today and part < 0:
+            assert parsed == (today, -1), phrase
+        else:
+            assert parsed == (day, part), (phrase, day, part, today)
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_roles_are_dealt_from_a_deck_and_the_live_load_floor_holds(level: str) -> None:
+    """Every episode deals its level's share of `later` and `soon` facts, and on medium and
+    hard every episode of a block of seeds peaks at 1.5x the budget or more (in tokens)."""
+    from kv_cache_env.context.load import live_load
+    from kv_cache_env.context.plan import Planner
+
+    spec = LEVELS[level]
+    for seed in range(20, 32):
+        planner = Planner(np.random.default_rng(seed), spec, lexicon())
+        facts = planner.facts(planner.subjects())
+        roles = [f.role for f in facts]
+        assert roles.count("later") == round(spec.p_later * len(facts))
+        assert roles.count("soon") == round(spec.p_soon * len(facts))
+        if spec.min_peak_load:
+            assert live_load(generate_conversation(seed, level)).peak_tokens >= 1.5
+    assert (LEVELS[level].min_peak_load >= 1.5) == (level != "easy")

@@ -1,10 +1,10 @@
 """How a conversation is sized against its budget, and how new its attributes are.
 
-- `live_load`: a statement is live while its value is current and a later question asks it; the
-  live load at a message is what its live statements take: distinct blocks (what keeping them
-  costs: a block is kept whole) and tokens. Reported relative to the budget, at the episode's
-  peak and on average over the messages that ask a question.
-- `novelty`: the share of an episode's attributes (a subject with its qualifier, and a
+- `live_load` (from `kv_cache_env.context.load`): the tokens and blocks of live statements
+  against the budget, at the episode's peak and over the question times.
+- `novelty`: the share of an episode's signal sentences whose normalized form (subject mention,
+  time, names and joined sentences masked) never occurs in a set of training episodes; the
+  share of an episode's attributes (a subject with its qualifier, and a
   property: "Maya's piano teacher" + "lesson fee") that never occur in a set of training
   episodes, and the same for kinds (subject kind + property: "piano teacher" + "lesson fee").
 """
@@ -14,45 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kv_cache_env.context.conversation import LEVELS, generate_conversation, span_blocks
+from kv_cache_env.context.conversation import generate_conversation
 from kv_cache_env.context.lexicon import lexicon
-from kv_cache_env.context.tokenizer import count_tokens
-from kv_cache_env.context.types import BLOCK_SIZE, Conversation
+from kv_cache_env.context.load import LiveLoad, live_load
+from kv_cache_env.context.types import Conversation
 
-
-@dataclass(frozen=True)
-class LiveLoad:
-    peak_blocks: float
-    mean_blocks: float
-    """Over the question messages."""
-    peak_tokens: float
-    mean_tokens: float
-    """Tokens relative to the budget's tokens (blocks x 16)."""
-
-
-def live_load(conversation: Conversation) -> LiveLoad:
-    budget = LEVELS[conversation.level].max_blocks
-    last: dict[tuple[int, int, int], int] = {}
-    for q in conversation.questions:
-        span = q.facts[0]
-        key = (span.message_index, span.start, span.end)
-        last[key] = max(last.get(key, 0), q.message_index)
-    n = len(conversation.messages)
-    blocks: list[set[int]] = [set() for _ in range(n)]
-    tokens = [0] * n
-    for (index, start, end), until in last.items():
-        held = span_blocks(conversation, conversation.statements[0].__class__(index, start, end))
-        size = count_tokens(conversation.messages[index].text[start:end])
-        for t in range(index, until + 1):
-            blocks[t].update(held)
-            tokens[t] += size
-    asked = [q.message_index for q in conversation.questions] or [0]
-    return LiveLoad(
-        max(len(b) for b in blocks) / budget,
-        sum(len(blocks[t]) for t in asked) / len(asked) / budget,
-        max(tokens) / (budget * BLOCK_SIZE),
-        sum(tokens[t] for t in asked) / len(asked) / (budget * BLOCK_SIZE),
-    )
+__all__ = ["LiveLoad", "Novelty", "Seen", "live_load", "novelty", "novelty_against", "seen_in"]
 
 
 def attributes(conversation: Conversation) -> set[str]:
@@ -71,12 +38,20 @@ def kinds(conversation: Conversation) -> set[str]:
     return out
 
 
+def signal_forms(conversation: Conversation) -> list[str]:
+    """The normalized forms of the episode's signals of need (subject mention, time, names
+    and joined sentences masked), one per signal."""
+    return [s.form for s in conversation.signals]
+
+
 @dataclass(frozen=True)
 class Novelty:
     attributes: float
     kinds: float
     episodes: int
     training: int
+    signal_forms: float = 0.0
+    """Share of the episode's signal sentences whose normalized form is unseen."""
 
 
 @dataclass(frozen=True)
@@ -86,31 +61,41 @@ class Seen:
     attributes: frozenset[str]
     kinds: frozenset[str]
     episodes: int
+    signal_forms: frozenset[str] = frozenset()
 
 
 def seen_in(conversations: Iterable[Conversation]) -> Seen:
     seen_attributes: set[str] = set()
     seen_kinds: set[str] = set()
+    seen_forms: set[str] = set()
     n = 0
     for conversation in conversations:
         seen_attributes |= attributes(conversation)
         seen_kinds |= kinds(conversation)
+        seen_forms.update(signal_forms(conversation))
         n += 1
-    return Seen(frozenset(seen_attributes), frozenset(seen_kinds), n)
+    return Seen(frozenset(seen_attributes), frozenset(seen_kinds), n, frozenset(seen_forms))
 
 
 def novelty_against(seen: Seen, levels: Sequence[str], test: Iterable[int]) -> Novelty:
     """Mean per-episode share of attributes (and kinds) of the `test` seeds, on every level of
     `levels`, absent from `seen`."""
-    shares, kind_shares = [], []
+    shares, kind_shares, form_shares = [], [], []
     for seed in test:
         for level in levels:
             conversation = generate_conversation(seed, level)
             a, k = attributes(conversation), kinds(conversation)
             shares.append(len(a - seen.attributes) / len(a))
             kind_shares.append(len(k - seen.kinds) / len(k))
+            forms = signal_forms(conversation)
+            unseen = sum(f not in seen.signal_forms for f in forms)
+            form_shares.append(unseen / max(1, len(forms)))
     return Novelty(
-        sum(shares) / len(shares), sum(kind_shares) / len(kind_shares), len(shares), seen.episodes
+        sum(shares) / len(shares),
+        sum(kind_shares) / len(kind_shares),
+        len(shares),
+        seen.episodes,
+        sum(form_shares) / len(form_shares),
     )
 
 

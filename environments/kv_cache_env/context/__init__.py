@@ -3,8 +3,9 @@ KV-cache, what is archived when they go, and whether a reader can still answer.
 
 Modules: `types` (shared vocabulary), `tokenizer`, `conversation` (the deterministic generator
 and answer key), `plan` (subjects, facts, asks, updates and signals), `lexicon` (the vocabulary,
-package data in `data/lexicon.json`), `valuegen` (values), `wording` (how facts, signals and
-filler are said), `cache` (the block cache and its
+package data in `data/lexicon.json`), `valuegen` (values), `wording` (how facts, questions and
+filler are said), `signal_text` (how signals of need are composed), `load` (the live load and
+its per-episode floor), `cache` (the block cache and its
 prioritized-LRU fallback), `tracker` (removed-block events → messages), `archive` (SQLite turn
 store with FTS5 recall), readers (`extractive`, `hf_reader`), `values` (the answer value
 check), `scoring` (ROUGE-L, a metric).

@@ -9,33 +9,49 @@ Shape. Message 0 is the system prompt; then `n_turns` turns, each
     user  →  [assistant reasoning]  →  [tool outputs]  →  assistant reply
 
 A day of the conversation is `day_turns` turns; its first user message names the weekday. A
-question turn holds a user question (and, sometimes, "I'll need it again on Friday") and a short
-reply. Other turns carry the plan's statements and signals among filler: statements in the
-user's chat, in a notes file or an e-mail the assistant opens, or in its reasoning; plans,
-reminders and closures in chat; to-dos in notes; plans in a calendar listing. A user message
-that asks for a tool says which one.
+question turn holds a user question (and, sometimes, "remember that, it comes up again on
+Friday") and a short reply. Other turns carry the plan's statements and signals among filler:
+statements in the user's chat, in a notes file or an e-mail the assistant opens, or in its
+reasoning; plans and reminders in chat, an e-mail or the assistant's reply, composed by
+`signal_text`; to-dos in notes; calendar lines in a calendar listing; recurring mentions and
+closures in chat. A user message that asks for a tool says which one. On medium and hard a
+plan whose live load peaks under the level's floor is redrawn (`MAX_DRAWS`).
 
 Answer key. Each `Question` names the current value when it is asked, the answer-bearing
 statement (`facts`), the fact's key, its level (`soon`: asked in the next turn; `later`: asked
 days later; `again`: a later ask of the same fact; `updated`: asked after the value changed),
 and the candidates: every value of the same class said anywhere in the conversation (other
 facts', stale ones, filler's), so naming any of them is a wrong answer.
-`Conversation.facts` is the ground-truth statement list.
+`Conversation.facts` is the ground-truth statement list; `Conversation.signals` lists every
+signal with its normalized form (for the phrasing-novelty figure).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from .levels import LEVELS, LevelSpec
 from .lexicon import Lexicon, lexicon
+from .load import live_load
 from .plan import Fact, Signal, World, plan_world
+from .signal_text import SignalText, Worded
 from .tokenizer import count_tokens, tokenize
-from .types import BLOCK_SIZE, Conversation, FactSpan, Kind, Message, Question, Role, Statement
+from .types import (
+    BLOCK_SIZE,
+    Conversation,
+    FactSpan,
+    Kind,
+    Message,
+    Question,
+    Role,
+    SignalSpan,
+    Statement,
+)
 from .valuegen import ValueDraw
-from .wording import Wording, capital
+from .wording import Wording
 
 __all__ = [
     "LEVELS",
@@ -118,12 +134,36 @@ def generate_conversation(seed: int, level: str) -> Conversation:
     spec = LEVELS[level]
     rng = np.random.default_rng(seed)
     lex = lexicon()
-    planner_world = plan_world(rng, spec, lex)
-    return _Builder(rng, seed, level, spec, lex, planner_world).build()
+    best: tuple[float, Conversation] | None = None
+    for _ in range(MAX_DRAWS):  # redraw (same rng, so still one conversation per seed)
+        planner_world = plan_world(rng, spec, lex)
+        conversation = _Builder(rng, seed, level, spec, lex, planner_world).build()
+        if spec.min_peak_load <= 0:
+            return conversation
+        peak = live_load(conversation).peak_tokens
+        if peak >= spec.min_peak_load:
+            return conversation
+        if best is None or peak > best[0]:
+            best = (peak, conversation)
+    assert best is not None
+    return best[1]
 
 
-Part = tuple[str, "tuple[Fact, int] | None"]
-"""A piece of a message and the statement it is (fact, value index), or None."""
+@dataclass(frozen=True, slots=True)
+class _SignalTag:
+    cue: str
+    key: str
+    form: str
+
+
+MAX_DRAWS = 20
+"""Plans drawn at most for a seed whose live load stays under the level's floor (the one with
+the highest peak is kept then; none of the seeds tried needed more than a few)."""
+Part = tuple[str, "tuple[Fact, int] | _SignalTag | None"]
+"""A piece of a message and the statement it is (fact, value index), the signal it is, or
+None."""
+HOST_WEIGHTS = {"chat": 0.55, "assistant": 0.25, "email": 0.2}
+"""Where a plan or reminder is said (to-dos go to notes, calendar lines to the calendar)."""
 
 
 class _Builder:
@@ -144,6 +184,8 @@ class _Builder:
         self.world = world
         self.first_weekday = int(rng.integers(7))
         self.say = Wording(rng, lex, spec.day_turns, self.first_weekday)
+        self.signal_text = SignalText(rng, lex, spec.day_turns, self.first_weekday)
+        self.signal_spans: list[SignalSpan] = []
         self.values = ValueDraw(rng, lex)
         self.messages: list[Message] = []
         self.located: dict[tuple[int, int], FactSpan] = {}
@@ -171,7 +213,10 @@ class _Builder:
         for i, (piece, stated) in enumerate(parts):
             if i:
                 text += sep
-            if stated is not None:
+            if isinstance(stated, _SignalTag):
+                span = FactSpan(index, len(text), len(text) + len(piece))
+                self.signal_spans.append(SignalSpan(span, stated.cue, stated.key, stated.form))
+            elif stated is not None:
                 fact, value = stated
                 self.located[(fact.id, value)] = FactSpan(index, len(text), len(text) + len(piece))
                 keys.append(fact.key)
@@ -224,6 +269,7 @@ class _Builder:
                 for f in world.facts
                 for i in range(len(f.values))
             ),
+            tuple(self.signal_spans),
         )
 
     def question_turn(
@@ -234,9 +280,8 @@ class _Builder:
         question = self.say.question(fact)
         parts.append((question, None))
         if again is not None:
-            phrase = self.say.day_phrase(turn, again[1].day, again[1].part)
-            form = self.fresh("again", self.lex.text("signals", "again"))
-            parts.append((capital(form.format(w=phrase)), None))
+            worded = self.signal_text.again(again[1], turn)
+            parts.append((worded.text, _SignalTag("again", fact.key, worded.form)))
         index = self.add("user", "question", parts)
         self.add(
             "assistant",
@@ -261,10 +306,10 @@ class _Builder:
         for fact, index in said:
             host = self.pick(HOSTS)
             hosted[host].append((self.say.statement(fact, index, host), (fact, index)))
+        hosted["assistant"] = []
         for fact, signal in signals:
-            text = self.say.signal(fact, signal, turn)
-            host = {"todo": "notes", "calendar": "calendar"}.get(signal.kind, "chat")
-            hosted[host].append((text, None))
+            host, worded, cue = self.signal(fact, signal, turn, topic)
+            hosted[host].append((worded.text, _SignalTag(cue, fact.key, worded.form)))
         tools = [h for h in ("notes", "email", "calendar") if hosted[h]]
         if not tools and rng.random() < 0.2:
             tools = ["search" if rng.random() < 0.5 else "logs"]
@@ -311,7 +356,27 @@ class _Builder:
         for _ in range(int(rng.integers(1, 3))):
             pool = topic["assistant"] if rng.random() < 0.8 else lex.raw["small_talk"]["assistant"]
             reply.append((self.fresh(f"assistant-{thread}", pool), None))
+        for said_back in hosted["assistant"]:
+            reply.insert(int(rng.integers(len(reply) + 1)), said_back)
         self.add("assistant", "chat", reply)
+
+    def signal(
+        self, fact: Fact, signal: Signal, turn: int, topic: dict[str, list[str]]
+    ) -> tuple[str, Worded, str]:
+        """(host, wording, cue class) of a planned signal: to-dos in notes, calendar lines in
+        the calendar, plans and reminders in chat, an e-mail or the assistant's reply."""
+        text = self.signal_text
+        if signal.kind == "mention":
+            return "chat", text.plain(fact, "recur", self.fresh("join", topic["user"])), "recur"
+        if signal.kind == "close":
+            return "chat", text.plain(fact, "close", self.fresh("join", topic["user"])), "close"
+        if signal.kind in ("todo", "calendar"):
+            host = "notes" if signal.kind == "todo" else "calendar"
+            return host, text.need(fact, signal, turn, host, None), "need"
+        hosts = list(HOST_WEIGHTS)
+        host = hosts[int(self.rng.choice(len(hosts), p=list(HOST_WEIGHTS.values())))]
+        filler = self.fresh("join", topic["user"]) if host == "chat" else None
+        return host, text.need(fact, signal, turn, host, filler), "need"
 
     def tool(self, tool: str, thread: str, lines: list[Part]) -> None:
         rng, lex = self.rng, self.lex

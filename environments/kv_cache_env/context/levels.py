@@ -64,6 +64,9 @@ class LevelSpec:
     day_turns: int = 8
     """Turns per day of the conversation (a new day opens with a greeting naming it)."""
     filler: tuple[int, int] = (0, 2)
+    min_peak_load: float = 0.0
+    """Floor on the live load at the episode's peak, in tokens relative to the budget's: a
+    plan under it is redrawn (the same seed gives the same redraws)."""
     """Filler sentences per user message (at least, at most)."""
 
     def __post_init__(self) -> None:
@@ -119,6 +122,7 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
             p_false_signal=0.1,
             p_day_noise=0.05,
             lead_turns=(12, 90),
+            min_peak_load=1.5,
         ),
         "hard": LevelSpec(
             n_turns=150,
@@ -133,6 +137,7 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
             p_false_signal=0.15,
             p_day_noise=0.1,
             lead_turns=(12, 90),
+            min_peak_load=1.5,
         ),
     }
 )

@@ -11,8 +11,9 @@ It owns the open pools a conversation is drawn from:
   codes, references, ... each with how a value is stated, updated ("went up to"), asked about
   in paraphrase ("How much is the plumber costing us?") and the cue words a reader maps a
   question to it with;
-- signals of need (plans, reminders, to-dos, calendar lines, "I'll need it again", recurring
-  mentions, closures), day phrases, speech habits, topic filler, tool outputs and names.
+- the parts signals of need are composed from (cue frames by class, openers, discourse
+  markers, hedges, tails, codas, to-do boxes and verbs, calendar line shapes, closure words),
+  day openings and number words, speech habits, topic filler, tool outputs and names.
 
 An attribute is a subject (a kind with its qualifier) and a property: a few hundred kinds and
 properties times thousands of qualifiers, so no list of names covers a new episode.

@@ -166,25 +166,29 @@ class Planner:
         return out
 
     def facts(self, subjects: list[Subject]) -> list[Fact]:
+        """Each subject's facts, their roles dealt from a shuffled deck: `p_later` and
+        `p_soon` of the facts (rounded) are `later` and `soon`, the rest `aside`, so every
+        episode gets its share of facts asked days later (drawn one by one, the count of
+        `later` facts swings by a binomial's spread and a thin episode never fills the
+        cache)."""
         spec, rng = self.spec, self.rng
-        facts: list[Fact] = []
+        slots: list[tuple[Subject, Prop]] = []
         for subject in subjects:
             props = subject.kind.props
             n = int(rng.integers(min(2, len(props)), min(3, len(props)) + 1))
-            for j in rng.permutation(len(props))[:n]:
-                u = rng.random()
-                role: FactRole = (
-                    "later"
-                    if u < spec.p_later
-                    else "soon"
-                    if u < spec.p_later + spec.p_soon
-                    else "aside"
-                )
-                fact = Fact(len(facts), subject, props[int(j)], role)
-                fact.values.append(self.values.draw(fact.prop))
-                share = spec.later_said if role == "later" else spec.said
-                fact.said.append(int(rng.integers(1, max(2, int(spec.n_turns * share)))))
-                facts.append(fact)
+            slots += [(subject, props[int(j)]) for j in rng.permutation(len(props))[:n]]
+        n_later = round(spec.p_later * len(slots))
+        n_soon = round(spec.p_soon * len(slots))
+        deck: list[FactRole] = ["later"] * n_later + ["soon"] * n_soon
+        deck += ["aside"] * (len(slots) - len(deck))
+        facts: list[Fact] = []
+        for (subject, prop), i in zip(slots, rng.permutation(len(slots)), strict=True):
+            role = deck[int(i)]
+            fact = Fact(len(facts), subject, prop, role)
+            fact.values.append(self.values.draw(fact.prop))
+            share = spec.later_said if role == "later" else spec.said
+            fact.said.append(int(rng.integers(1, max(2, int(spec.n_turns * share)))))
+            facts.append(fact)
         return facts
 
     def announce(self, fact: Fact, turn: int, ask: int, kinds: tuple[SignalKind, ...]) -> None:

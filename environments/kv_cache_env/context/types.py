@@ -73,6 +73,18 @@ class Statement:
 
 
 @dataclass(frozen=True, slots=True)
+class SignalSpan:
+    """One signal of need in the conversation: where it sits, its cue class (need, again,
+    recur, close), the fact it is about, and its normalized form (subject mention, time, names
+    and joined sentences masked: "Heads up: I'll need {X} {W}, fingers crossed.")."""
+
+    span: FactSpan
+    cue: str
+    key: str
+    form: str
+
+
+@dataclass(frozen=True, slots=True)
 class Question:
     message_index: int
     """The `question` message that asks it."""
@@ -107,6 +119,9 @@ class Conversation:
     facts: tuple[Statement, ...] = ()
     """The same statements with their fact key and value: the ground-truth statement list
     (what perfect extraction would find; generator metadata, never shown)."""
+    signals: tuple[SignalSpan, ...] = ()
+    """Every signal of need as said, with its normalized form (generator metadata, never
+    shown): what the phrasing-novelty figure counts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .lexicon import Lexicon
-from .plan import Fact, Signal
+from .plan import Fact
 from .valuegen import ValueDraw
 
 Host = str
@@ -93,7 +93,7 @@ class Wording:
             text = f"{opener} {'t' + text[1:] if text.startswith('The ') else text}"
         return text
 
-    # --- questions and signals ------------------------------------------------------------
+    # --- questions and days ------------------------------------------------------------
 
     def question(self, fact: Fact) -> str:
         cls = self.lex.classes[fact.prop.value_class]
@@ -104,44 +104,12 @@ class Wording:
         lead = self.pick(self.lex.text("speech", "question_leads"))
         return f"{lead} {text if text.startswith(('I ', 'If I')) else text[:1].lower() + text[1:]}"
 
-    def day_phrase(self, turn: int, day: int, part: int = -1) -> str:
-        """How the time (`day`, `part` of it) is named at `turn`: "in a bit", "this evening",
-        "tomorrow morning", "on Thursday afternoon", "next Monday", "in a couple of weeks"."""
-        weekdays = self.lex.text("days", "weekdays")
-        today = turn // self.day_turns
-        now = (turn % self.day_turns) * 3 // self.day_turns
-        ahead = day - today
-        name = weekdays[(self.first_weekday + day) % 7]
-        parts = ("morning", "afternoon", "evening")
-        of_day = f" {parts[part]}" if part >= 0 else ""
-        if ahead <= 0:
-            if part <= now:
-                return self.pick(["in a bit", "shortly", "later today"])
-            return "tonight" if part == 2 and self.rng.random() < 0.5 else f"this{of_day}"
-        if ahead == 1:
-            return f"tomorrow{of_day}"
-        if ahead <= 6:
-            return self.pick([f"on {name}{of_day}", f"this {name}{of_day}", f"come {name}{of_day}"])
-        if ahead <= 13:
-            return self.pick([f"next {name}{of_day}", f"a week on {name}{of_day}"])
-        return self.pick(["in a couple of weeks", "in two weeks or so"])
-
     def weekday(self, day: int) -> str:
         return self.lex.text("days", "weekdays")[(self.first_weekday + day) % 7]
 
     def day_start(self, day: int) -> str:
-        return self.pick(self.lex.text("days", "day_start")).format(d=self.weekday(day))
-
-    def signal(self, fact: Fact, signal: Signal, turn: int) -> str:
-        """A signal's sentence (`todo` and `calendar` as lines of a tool output)."""
-        kind = "calendar" if signal.kind == "calendar" else signal.kind
-        kinds = {"mention": "recur"}
-        forms = self.lex.text("signals", kinds.get(kind, kind))
-        when = self.day_phrase(turn, signal.day, signal.part) if signal.day >= 0 else ""
-        text = self.fill(self.pick(forms), fact, w=when)
-        if kind in ("todo", "calendar"):
-            return "- " + (text if text.startswith(("[", "TODO")) else text[:1].lower() + text[1:])
-        return text
+        form = self.pick(self.lex.text("days", "day_start"))
+        return form.format(d=self.weekday(day), n=day + 1)
 
     # --- filler --------------------------------------------------------------------------
 

@@ -1,0 +1,51 @@
+"""The live load of a conversation against its cache budget. A statement is live while its
+value is current and a later question asks it; the live load at a message is what its live
+statements take: distinct blocks (what keeping them costs: a block is kept whole) and tokens.
+Reported relative to the budget, at the episode's peak and on average over the messages that
+ask a question. The generator redraws a plan whose peak falls under its level's floor
+(`LevelSpec.min_peak_load`), so the floor holds on every episode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .levels import LEVELS
+from .tokenizer import count_tokens
+from .types import BLOCK_SIZE, Conversation, FactSpan
+
+
+@dataclass(frozen=True)
+class LiveLoad:
+    peak_blocks: float
+    mean_blocks: float
+    """Over the question messages."""
+    peak_tokens: float
+    mean_tokens: float
+    """Tokens relative to the budget's tokens (blocks x 16)."""
+
+
+def live_load(conversation: Conversation) -> LiveLoad:
+    from .conversation import span_blocks  # the generator imports this module
+
+    budget = LEVELS[conversation.level].max_blocks
+    last: dict[tuple[int, int, int], int] = {}
+    for q in conversation.questions:
+        span = q.facts[0]
+        key = (span.message_index, span.start, span.end)
+        last[key] = max(last.get(key, 0), q.message_index)
+    n = len(conversation.messages)
+    blocks: list[set[int]] = [set() for _ in range(n)]
+    tokens = [0] * n
+    for (index, start, end), until in last.items():
+        held = span_blocks(conversation, FactSpan(index, start, end))
+        size = count_tokens(conversation.messages[index].text[start:end])
+        for t in range(index, until + 1):
+            blocks[t].update(held)
+            tokens[t] += size
+    asked = [q.message_index for q in conversation.questions] or [0]
+    return LiveLoad(
+        max(len(b) for b in blocks) / budget,
+        sum(len(blocks[t]) for t in asked) / len(asked) / budget,
+        max(tokens) / (budget * BLOCK_SIZE),
+        sum(tokens[t] for t in asked) / len(asked) / (budget * BLOCK_SIZE),
+    )
