@@ -29,7 +29,7 @@ def _blind(conversation: Conversation) -> Conversation:
         )
         for q in conversation.questions
     )
-    return dataclasses.replace(conversation, questions=questions, facts=())
+    return dataclasses.replace(conversation, questions=questions, facts=(), signals=())
 
 
 def _actions(agent: str, conversation: Conversation) -> tuple:
@@ -58,7 +58,9 @@ def conversation() -> Conversation:
     return generate_conversation(5, "hard")
 
 
-@pytest.mark.parametrize("agent", ["signal-reader", "template-parser", "recall-everything"])
+@pytest.mark.parametrize(
+    "agent", ["signal-reader", "closed-signal-reader", "template-parser", "recall-everything"]
+)
 def test_an_honest_agent_acts_the_same_without_the_answer_key(
     agent: str, conversation: Conversation
 ) -> None:
@@ -67,3 +69,42 @@ def test_an_honest_agent_acts_the_same_without_the_answer_key(
 
 def test_the_oracle_reads_the_answer_key(conversation: Conversation) -> None:
     assert _actions("oracle", conversation) != _actions("oracle", _blind(conversation))
+
+
+def test_the_reference_reads_signals_by_their_rules_not_a_phrase_list() -> None:
+    """On a hard episode the reference links most signals of need to the subject they are
+    about (checked against the generator's signal list, which it never reads), and reads a
+    time from each; the closed-template reader of an earlier generator links far fewer."""
+    from evals.context.signal_reader import SignalReader
+    from evals.context.template_signals import TemplateSignalReader
+    from kv_cache_env.context.conversation import generate_conversation
+    from kv_cache_env.context.episode import ContextEpisode
+    from kv_cache_env.context.extractive import extractive_answer
+
+    c = generate_conversation(5, "hard")
+    said = {
+        c.messages[s.span.message_index].text[s.span.start : s.span.end]: s.key
+        for s in c.signals
+        if s.cue == "need"
+    }
+    linked = {}
+    for name, reader in (("reference", SignalReader()), ("closed", TemplateSignalReader())):
+        hits = set()
+        with ContextEpisode(c) as episode:
+            while not episode.done:
+                before = dict(reader.need)
+                reader(episode)
+                episode.enforce()
+                for key, window in reader.need.items():
+                    if before.get(key) != window:
+                        hits.add(key[0])
+                question = episode.pending_question
+                episode.step(
+                    answer=extractive_answer(episode.visible_text(), question.text)
+                    if question
+                    else None
+                )
+        linked[name] = sum(
+            any(head in key.split("|")[0].lower() for head in hits) for key in said.values()
+        ) / len(said)
+    assert linked["reference"] >= 0.9 and linked["closed"] < linked["reference"], linked

@@ -88,6 +88,7 @@ def test_readers_oracle_parser_novelty_and_determinism_hold_at_ci_size(checks) -
     for name in (
         "context oracle value accuracy",
         "context novelty: ",
+        "context signal phrasing: ",
         "context determinism",
     ):
         (check,) = [c for c in checks if c.name.startswith(name)]
@@ -95,6 +96,8 @@ def test_readers_oracle_parser_novelty_and_determinism_hold_at_ci_size(checks) -
     parser = next(c for c in checks if "template parser statement recall" in c.name)
     recall, precision = map(float, re.findall(r"(?:recall|precision) (\d\.\d+)", parser.detail))
     assert recall >= 0.9 and precision >= 0.9, parser.detail
+    closed = [c for c in checks if "closed-signal-reader" in c.name]
+    assert len(closed) == len(JUDGED) and all("against the reference's" in c.detail for c in closed)
     auc = next(c for c in checks if "AUC" in c.name)
     assert float(auc.detail.split()[0]) > 0.5, auc.detail
 

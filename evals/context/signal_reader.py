@@ -1,21 +1,34 @@
 """The signal-reading reference: a policy that reads only what arrives (never the answer key)
 and the documented signal rules, to show the judgment the family asks for can be exercised.
+It holds no list of the generator's sentences: times are parsed, subjects are matched by the
+words of the facts already read, and cue classes are the docs' word lists.
 
 The rules (also in the docs' context page):
-1. Days. The first user message of a day names it ("Morning! It's Tuesday."). A day is counted
-   in turns as the conversation goes (8 until a day has been seen whole).
+1. Days. A day opens with a user message whose first sentence names today's weekday (the day
+   after the last one named; "Day 4" sets the count: days are numbered from the first day of
+   the chat). A day is counted in turns as the conversation goes (8 until one has been seen
+   whole); it has three parts: morning, afternoon, evening.
 2. Facts. A statement names a subject and holds a value (found with the template parser of
-   `extraction`); the latest statement of a (subject, property) is the one that counts.
-3. Signals of need. A sentence naming a subject with a plan, a reminder, a to-do (`[ ]`,
-   `TODO`), a calendar line or "I'll need it again" says the subject (and the property, when
-   its noun is named) will be needed on the day it names ("later today", "tomorrow", "on
-   Thursday afternoon", "next Monday morning", "in a couple of weeks"). A closure ("all
-   sorted", "cancelled", "crossed ... off") says the subject will not be.
-4. Keeping. The asked fact first; then what was said this turn (a question may follow at once);
-   then the facts whose day of need is nearest (Belady's order on the named days; "later
-   today" means now), while the budget lasts; a named day more than a day past is forgotten;
-   room left over goes to the newest facts with no named day. Everything else is evicted; a
-   question whose fact is not in view recalls the fact's latest statement by its own words.
+   `extraction`); the latest statement of a (subject, property) is the one that counts. A
+   subject is known by its words: the head noun phrase and the names before it ("Maya Demir's
+   piano teacher": head "piano teacher", owner words "maya", "demir"). A sentence mentions the
+   known subject whose words it shares most (its head, or an owner word just before the
+   head's last word; an owner word elsewhere adds to the head), when no other ties with it.
+3. Signals. A sentence that is not a statement and mentions a known subject ("Maya's
+   teacher", "the piano teacher") is a signal about it; about one of
+   its properties when it names one of the property's nouns. With a time ("in a bit",
+   "tonight", "tomorrow after lunch", "on Thursday", "in 3 days", "next Monday morning", "on
+   day 12", "in a fortnight") it says the subject will be needed then: any cue or none (a
+   plan, a reminder, a to-do, a calendar line). Without a time, a closure word ("sorted",
+   "cancelled", "called off", "no longer", "finished", ...) says it will not be. A sentence
+   with a time in a question's message says the asked fact will be needed again then. A
+   signal said before its subject's first statement waits `PENDING_TURNS` turns for it.
+4. Keeping. The asked fact first; then facts by expected turns until need (over what is left
+   of the named window; "in a bit" = the rest of the current part of the day) times the blocks
+   they take over the price of recalling them, while the budget lasts; a named time more than
+   a day past is forgotten; room left over goes to the newest facts with no named time.
+   Everything else is evicted; a question whose fact is not in view recalls the fact's latest
+   statement by its own words.
 """
 
 from __future__ import annotations
@@ -28,54 +41,155 @@ from kv_cache_env.context.extractive import question_parts, split_sentences
 from kv_cache_env.context.lexicon import lexicon
 from rubrics.context import RECALL_SLO_S
 
-from .extraction import Found, Key, _head_regex, _kind_classes, parse_message
+from .extraction import Found, Key, _kind_classes, parse_message
 from .keeping import evict_except, fill, locate, span_blocks
 from .policies import ContextPolicy
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_WEEKDAY = "|".join(WEEKDAYS)
-DAY_OPENING = re.compile(
-    rf"(?:Morning! It's|Good morning, it's|New day:|Right,) ({_WEEKDAY})", re.IGNORECASE
-)
-NEED = re.compile(
-    r"\b(?:remind me|i'll need|i'll want|don't let me forget|have to sort out|keep .{1,60} in "
-    r"mind|going to matter|will come up|on my plate|bring the|i'm dealing with|lined up)\b"
-    r"|\[ \]|\bTODO\b|\breminder:|\bfollow-up:",
-    re.IGNORECASE,
-)
-AGAIN = re.compile(r"\b(?:again|keep that handy)\b", re.IGNORECASE)
-CLOSED = re.compile(
-    r"\b(?:all sorted|cancelled|crossed .{1,40} off|no need to worry|done and dusted|scrap)\b",
-    re.IGNORECASE,
-)
-DEFAULT_DAY_TURNS = 8
-
-
 PARTS = ("morning", "afternoon", "evening")
+NUMBERS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
+CLOSE_WORDS = (
+    "sorted", "cancelled", "canceled", "called off", "done", "scrap", "off the list",
+    "no longer", "no need", "forget about", "forget that", "finished", "settled",
+    "fell through", "won't need", "not doing",
+)  # fmt: skip
+"""The closure cue class (docs): words that say a subject will not be needed."""
+DEFAULT_DAY_TURNS = 8
+PENDING_TURNS = 4
+MIN_MENTION = 3.0
+"""The least `Subject.score` that counts as a mention."""
+_WEEKDAY = "|".join(WEEKDAYS)
+_NUMBER = r"(\d+|" + "|".join(NUMBERS) + r")"
+_SOON = re.compile(
+    r"\b(?:in a bit|shortly|later today|later on|in an hour|before long|a bit later)\b"
+)
 
 
-def named_time(text: str, today: int, weekday: int) -> tuple[int, int] | None:
-    """(day, part of the day or -1) a phrase in `text` names, days counted like `today`; day
-    `today` with part -1 means "any moment now"; None when no time is named."""
+def _number(word: str) -> int:
+    return int(word) if word.isdigit() else NUMBERS.index(word)
+
+
+def day_part(low: str) -> int:
+    """The part of a day a lower-cased phrase names (0 morning, 1 afternoon, 2 evening), or
+    -1."""
+    if re.search(r"\b(?:evening|tonight|night|after work)\b", low):
+        return 2
+    if re.search(r"\b(?:afternoon|after lunch)\b", low):
+        return 1
+    if re.search(r"\b(?:morning|first thing|before lunch)\b", low):
+        return 0
+    return -1
+
+
+def parse_time(text: str, today: int, weekday: int) -> tuple[int, int] | None:
+    """(day, part or -1) a time expression in `text` names, days counted like `today` (whose
+    weekday index is `weekday`); part -1 on `today` means "any moment now"; None when no time
+    is named."""
     low = text.lower()
-    if re.search(r"\b(?:in a bit|shortly|later today)\b", low):
+    part = day_part(low)
+    if _SOON.search(low):
         return today, -1
-    part = next((i for i, name in enumerate(PARTS) if name in low), -1)
-    if "tonight" in low:
-        return today, 2
-    if re.search(r"\bthis (?:morning|afternoon|evening)\b", low):
-        return today, part
+    if "day after tomorrow" in low:
+        return today + 2, part
     if "tomorrow" in low:
         return today + 1, part
-    match = re.search(rf"(?:next|a week on) ({_WEEKDAY})", low)
+    match = re.search(rf"\bin (?:about )?{_NUMBER} days\b|\b{_NUMBER} days from now\b", low)
     if match:
-        return today + 7 + (WEEKDAYS.index(match.group(1)) - weekday) % 7, part
-    match = re.search(rf"(?:on|this|come) ({_WEEKDAY})", low)
+        return today + _number(match.group(1) or match.group(2)), part
+    if re.search(r"\b(?:fortnight|couple of weeks|two weeks)\b", low):
+        return today + 14, -1
+    match = re.search(r"\bday (\d+)\b", low)
+    if match:
+        return int(match.group(1)) - 1, part
+    match = re.search(rf"\b(?:next|a week on) ({_WEEKDAY})\b|\b({_WEEKDAY}) week\b", low)
+    if match:
+        name = match.group(1) or match.group(2)
+        return today + 7 + (WEEKDAYS.index(name) - weekday) % 7, part
+    match = re.search(rf"\b({_WEEKDAY})\b", low)
     if match:
         return today + ((WEEKDAYS.index(match.group(1)) - weekday) % 7 or 7), part
-    if re.search(r"couple of weeks|two weeks", low):
-        return today + 14, -1
+    if re.search(r"\b(?:this (?:morning|afternoon|evening)|tonight|after lunch)\b", low):
+        return today, part
     return None
+
+
+def named_properties(sentence: str, head: str) -> list[str]:
+    """The value classes of `head`'s properties whose nouns `sentence` names (a noun inside a
+    longer named noun, "number" in "job number", does not count on its own)."""
+    low = sentence.lower().replace(head, " ")
+    kind = next(k for k in lexicon().subjects if k.head.lower() == head)
+    nouns = sorted(
+        ((n.lower(), p.value_class) for p in kind.props for n in p.nouns), key=lambda x: -len(x[0])
+    )
+    named = []
+    for noun, cls in nouns:
+        pattern = rf"\b{re.escape(noun)}\b"
+        if re.search(pattern, low):
+            named.append(cls)
+            low = re.sub(pattern, " ", low)
+    return list(dict.fromkeys(named))
+
+
+@dataclass
+class Subject:
+    """A subject as the reader knows it: the head and the owner words seen before it."""
+
+    head: str
+    owners: set[str] = field(default_factory=set)
+
+    @property
+    def last(self) -> str:
+        return self.head.split()[-1]
+
+    def score(self, low: str) -> float:
+        """How surely `low` (a lower-cased sentence) mentions it: 3 for the head, +2 when an
+        owner word is also there; 3.5 for an owner word right before the head's last word
+        ("maya's teacher", "the lisbon car"); else 0."""
+        owner = any(re.search(rf"\b{re.escape(o)}\b", low) for o in self.owners)
+        if re.search(rf"\b{re.escape(self.head)}\b", low):
+            return 5.0 if owner else 3.0
+        for o in self.owners:
+            if re.search(rf"\b{re.escape(o)}(?:'s|')? {re.escape(self.last)}\b", low):
+                return 3.5
+        return 0.0
+
+
+def owner_words(sentence: str, head: str) -> set[str]:
+    """The capitalised words just before `head` in `sentence` ("Maya Demir's piano teacher"
+    -> {"maya", "demir"}; "the Lisbon hotel" -> {"lisbon"})."""
+    at = sentence.lower().find(head)
+    if at < 0:
+        return set()
+    before = sentence[:at].split()[-3:]
+    out = set()
+    for word in reversed(before):
+        clean = word.removesuffix("'s").removesuffix("'").strip(",:;")
+        if not clean[:1].isupper() or clean.lower() in ("the", "a"):
+            break
+        out.add(clean.lower())
+    return out
 
 
 @dataclass
@@ -83,14 +197,14 @@ class SignalReader:
     """See the module docstring. One instance per episode."""
 
     fresh_turns: int = 0
-    """Turns a just-said fact is kept whatever the signals say. 0: a just-said fact ranks by
-    its signals like any other (a fact asked at once is announced "in a bit"); keeping every
-    just-said fact first (1) crowded out facts due the same day and closed 79% of the range on
-    hard's training seeds 200-229 against 89% at 0."""
+    """Turns a just-said fact is kept whatever the signals say (0: it ranks by its signals)."""
     grace_days: int = 1
     """Days after a named window before the estimate is forgotten."""
     overdue_turns: float = 3.0
     """Expected turns until need of a fact whose named window has just passed unasked."""
+    unheard_turns: float = 12.0
+    """Expected turns until need of a fact said this turn with no signal yet (a reply or a
+    tool output later in the turn may still name its time)."""
     turn: int = 0
     day: int = -1
     weekday: int = 0
@@ -99,27 +213,49 @@ class SignalReader:
     seen: int = 0
     facts: dict[Key, Found] = field(default_factory=dict)
     said_turn: dict[Key, int] = field(default_factory=dict)
+    subjects: dict[str, Subject] = field(default_factory=dict)
     need: dict[Key, tuple[int, int]] = field(default_factory=dict)
     """(head, class) → the turns (first, last) it is expected to be needed in; class "*" for
     the whole subject."""
     closed: set[str] = field(default_factory=set)
+    pending: list[tuple[int, str, tuple[int, int] | None]] = field(default_factory=list)
+    """Signals about no known subject yet: (turn, sentence, window or None for a closure)."""
     cost_aware: bool = True
     """Rank by turns until need over the recall cost of the fact's turn (else by turns)."""
     size_aware: bool = True
     """Rank by turns until need times the blocks the fact takes (with `cost_aware`)."""
     turn_tokens: dict[int, int] = field(default_factory=dict)
-    """Message index → tokens of the turn it belongs to (user message to the next one)."""
 
-    # --- reading ----------------------------------------------------------------------
+    # --- days and times ---------------------------------------------------------------
 
     def day_turns(self) -> float:
         return (
             sum(self.day_lengths) / len(self.day_lengths) if self.day_lengths else DEFAULT_DAY_TURNS
         )
 
+    def opens_day(self, sentence: str) -> int | None:
+        """The weekday a user message's first sentence opens a day with, or None: it names
+        the weekday after the current one (any on the first day) and no other time."""
+        low = sentence.lower()
+        names = re.findall(rf"\b({_WEEKDAY})\b", low)
+        if len(names) != 1 or re.search(
+            r"\b(?:next|week|in|on|this|come|by|from|tomorrow|until)\b", low
+        ):
+            return None
+        weekday = WEEKDAYS.index(names[0])
+        if self.day >= 0 and weekday != (self.weekday + 1) % 7:
+            return None
+        return weekday
+
+    def opening(self, sentences: list[str]) -> int:
+        """How many of a user message's first sentences open a day: the first, or a short
+        greeting and the next ("Morning! It's Monday."); 0 when no day opens."""
+        if sentences and self.opens_day(sentences[0]) is not None:
+            return 1
+        short = len(sentences) > 1 and len(sentences[0].split()) <= 3
+        return 2 if short and self.opens_day(sentences[1]) is not None else 0
+
     def part_window(self, day: int, part: int) -> tuple[int, int]:
-        """The turns (first, last) of `part` of `day` (the whole day for part -1), counted from
-        the latest day opening."""
         per = self.day_turns()
         base = self.day_started + (day - self.day) * per
         if part < 0:
@@ -128,10 +264,9 @@ class SignalReader:
         return round(base + part * third), round(base + (part + 1) * third) - 1
 
     def window(self, text: str) -> tuple[int, int] | None:
-        """The turns (first, last) of need a phrase in `text` names, or None. "In a bit",
-        "shortly", "later today" name the rest of the current part of the day."""
+        """The turns (first, last) of need a time in `text` names, or None."""
         today = max(self.day, 0)
-        named = named_time(text, today, self.weekday)
+        named = parse_time(text, today, self.weekday)
         if named is None:
             return None
         day, part = named
@@ -141,6 +276,8 @@ class SignalReader:
         first, last = self.part_window(day, part)
         return max(first, self.turn + 1), max(last, self.turn + 1)
 
+    # --- reading ----------------------------------------------------------------------
+
     def read(self, episode: ContextEpisode) -> None:
         messages = episode.conversation.messages
         now = episode.current_message.index
@@ -149,40 +286,77 @@ class SignalReader:
             self.seen += 1
             if message.role == "system":
                 continue
+            sentences = split_sentences(message.text)
             if message.role == "user":
                 self.turn += 1
-                opening = DAY_OPENING.search(message.text)
-                if opening is not None:
+                opening = self.opening(sentences)
+                if opening:
+                    opened = self.opens_day(" ".join(sentences[:opening]))
+                    assert opened is not None
                     if self.day >= 0:
                         self.day_lengths.append(self.turn - self.day_started)
                     self.day += 1
-                    self.weekday = WEEKDAYS.index(opening.group(1).lower())
+                    counted = re.search(r"\bday (\d+)\b", sentences[opening - 1].lower())
+                    if counted:
+                        self.day = int(counted.group(1)) - 1
+                    self.weekday = opened
                     self.day_started = self.turn
-            for found in parse_message(message.index, message.text):
-                self.facts[found.key] = found
-                self.said_turn[found.key] = self.turn
-            for sentence in split_sentences(message.text):
-                self.signal(sentence)
+                    sentences = sentences[opening:]
+            found = parse_message(message.index, message.text)
+            stated = {message.text[f.start : f.end] for f in found}
+            for f in found:
+                self.facts[f.key] = f
+                self.said_turn[f.key] = self.turn
+                sentence = message.text[f.start : f.end]
+                subject = self.subjects.setdefault(f.key[0], Subject(f.key[0]))
+                subject.owners |= owner_words(sentence, f.key[0])
+            if found:
+                self.retry_pending()
+            if message.index == now and episode.pending_question is not None:
+                continue  # a question's message is read by `again_window`
+            for sentence in sentences:
+                if sentence not in stated:
+                    self.signal(sentence)
+
+    def mentioned(self, sentence: str) -> str | None:
+        """The known subject `sentence` mentions (the surest one, if one is surest)."""
+        low = sentence.lower()
+        scored = sorted(((s.score(low), h) for h, s in self.subjects.items()), reverse=True)
+        if not scored or scored[0][0] < MIN_MENTION:
+            return None
+        if len(scored) > 1 and scored[1][0] == scored[0][0]:
+            return None
+        return scored[0][1]
 
     def signal(self, sentence: str) -> None:
-        match = _head_regex().search(sentence)
-        if match is None:
-            return
-        head = match.group(1).lower()
-        if CLOSED.search(sentence):
-            self.closed.add(head)
-            return
-        if not NEED.search(sentence):
-            return
-        named = self.window(sentence)
-        unnamed = self.turn + 2 * DEFAULT_DAY_TURNS
-        when = (unnamed, unnamed) if named is None else named
+        window = self.window(sentence)
         low = sentence.lower()
-        kind = next(k for k in lexicon().subjects if k.head.lower() == head)
-        named = [p.value_class for p in kind.props if any(n.lower() in low for n in p.nouns)]
-        for cls in named or ["*"]:
-            self.need[(head, cls)] = when
+        if window is None and not any(re.search(rf"\b{w}\b", low) for w in CLOSE_WORDS):
+            return
+        if not self.apply(sentence, window):
+            self.pending.append((self.turn, sentence, window))
+
+    def apply(self, sentence: str, window: tuple[int, int] | None) -> bool:
+        """Record a signal about the subject `sentence` mentions; False when none is known."""
+        head = self.mentioned(sentence)
+        if head is None:
+            return False
+        if window is None:
+            self.closed.add(head)
+            return True
+        for cls in named_properties(sentence, head) or ["*"]:
+            self.need[(head, cls)] = window
         self.closed.discard(head)
+        return True
+
+    def retry_pending(self) -> None:
+        keep = []
+        for turn, sentence, window in self.pending:
+            if self.turn - turn > PENDING_TURNS:
+                continue
+            if not self.apply(sentence, window):
+                keep.append((turn, sentence, window))
+        self.pending = keep
 
     def recall_cost(self, episode: ContextEpisode, found: Found) -> float:
         """What recalling `found`'s turn would cost, in answer budgets (the rubric's price)."""
@@ -208,13 +382,24 @@ class SignalReader:
         allowed = _kind_classes()[head]
         return next(((head, c) for c in classes if c in allowed), None)
 
+    def again_window(self, text: str, question: str) -> tuple[int, int] | None:
+        """When a question's message says the asked fact will be needed again: a sentence
+        other than the question (and the day's opening) that names a time."""
+        sentences = split_sentences(text)
+        sentences = sentences[self.opening(sentences) :]
+        for sentence in sentences:
+            if sentence not in question:
+                window = self.window(sentence)
+                if window is not None:
+                    return window
+        return None
+
     # --- acting -----------------------------------------------------------------------
 
     def estimate(self, key: Key) -> float:
         """Expected turns until the fact is needed, or inf: asked at a turn drawn evenly from
         what is left of its window; once the window has passed, `overdue_turns` plus the turns
-        since (a noisy signal may have named the part before the one asked), and forgotten
-        `grace_days` days after it."""
+        since, and forgotten `grace_days` days after it."""
         head = key[0]
         if head in self.closed:
             return float("inf")
@@ -237,10 +422,9 @@ class SignalReader:
         if key is not None:
             message = episode.cache.message(episode.cache.n_messages - 1)
             self.need.pop(key, None)
-            if AGAIN.search(message.text):
-                named = self.window(message.text)
-                if named is not None:
-                    self.need[key] = named
+            named = self.again_window(message.text, question.text)
+            if named is not None:
+                self.need[key] = named
             found = self.facts.get(key)
             if (
                 found is not None
@@ -255,7 +439,13 @@ class SignalReader:
             if self.turn - self.said_turn[k] < self.fresh_turns:
                 return (-1.0, -f.message_index)
             estimate = self.estimate(k)
-            if estimate == float("inf"):  # no named day: after every named one, newest first
+            if (
+                estimate == float("inf")
+                and self.said_turn[k] == self.turn
+                and k[0] not in self.closed
+            ):
+                estimate = self.unheard_turns  # its signal may still come later in this turn
+            if estimate == float("inf"):  # no named time: after every named one, newest first
                 return (float("inf") if k[0] in self.closed else 1e9, -f.message_index)
             if not self.cost_aware:
                 return (estimate, -f.message_index)
