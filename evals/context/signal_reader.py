@@ -4,10 +4,11 @@ It holds no list of the generator's sentences: times are parsed, subjects are ma
 words of the facts already read, and cue classes are the docs' word lists.
 
 The rules (also in the docs' context page):
-1. Days. A day opens with a user message whose first sentence names today's weekday (the day
-   after the last one named; "Day 4" sets the count: days are numbered from the first day of
-   the chat). A day is counted in turns as the conversation goes (8 until one has been seen
-   whole); it has three parts: morning, afternoon, evening.
+1. Days. A day opens with a user message whose first sentence (after a short greeting) is
+   short (at most six words) and names today's weekday (the day after the last one named;
+   "Day 4" sets the count: days are numbered from the first day of the chat). A day is
+   counted in turns as the conversation goes (8 until one has been seen whole); it has three
+   parts: morning, afternoon, evening.
 2. Facts. A statement names a subject and holds a value (found with the template parser of
    `extraction`); the latest statement of a (subject, property) is the one that counts. A
    subject is known by its words: the head noun phrase and the names before it ("Maya Demir's
@@ -78,6 +79,7 @@ CLOSE_WORDS = (
 """The closure cue class (docs): words that say a subject will not be needed."""
 DEFAULT_DAY_TURNS = 8
 PENDING_TURNS = 4
+OPENING_WORDS = 6
 MIN_MENTION = 3.0
 """The least `Subject.score` that counts as a mention."""
 _WEEKDAY = "|".join(WEEKDAYS)
@@ -234,9 +236,13 @@ class SignalReader:
         )
 
     def opens_day(self, sentence: str) -> int | None:
-        """The weekday a user message's first sentence opens a day with, or None: it names
-        the weekday after the current one (any on the first day) and no other time."""
+        """The weekday a user message's first sentence opens a day with, or None: a short
+        sentence (at most `OPENING_WORDS` words) naming the weekday after the current one (any
+        on the first day) and no other time. (A statement such as "The delivery is Thursday
+        the 24th." opens nothing.)"""
         low = sentence.lower()
+        if len(low.split()) > OPENING_WORDS:
+            return None
         names = re.findall(rf"\b({_WEEKDAY})\b", low)
         if len(names) != 1 or re.search(
             r"\b(?:next|week|in|on|this|come|by|from|tomorrow|until)\b", low
@@ -247,13 +253,19 @@ class SignalReader:
             return None
         return weekday
 
-    def opening(self, sentences: list[str]) -> int:
-        """How many of a user message's first sentences open a day: the first, or a short
-        greeting and the next ("Morning! It's Monday."); 0 when no day opens."""
-        if sentences and self.opens_day(sentences[0]) is not None:
-            return 1
-        short = len(sentences) > 1 and len(sentences[0].split()) <= 3
-        return 2 if short and self.opens_day(sentences[1]) is not None else 0
+    def opening(self, sentences: list[str]) -> tuple[int, int]:
+        """(how many of a user message's first sentences open a day: the first, or a short
+        greeting and the next, "Morning! It's Monday."; the weekday opened); (0, -1) when no
+        day opens."""
+        if sentences:
+            weekday = self.opens_day(sentences[0])
+            if weekday is not None:
+                return 1, weekday
+        if len(sentences) > 1 and len(sentences[0].split()) <= 3:
+            weekday = self.opens_day(sentences[1])
+            if weekday is not None:
+                return 2, weekday
+        return 0, -1
 
     def part_window(self, day: int, part: int) -> tuple[int, int]:
         per = self.day_turns()
@@ -289,10 +301,8 @@ class SignalReader:
             sentences = split_sentences(message.text)
             if message.role == "user":
                 self.turn += 1
-                opening = self.opening(sentences)
+                opening, opened = self.opening(sentences)
                 if opening:
-                    opened = self.opens_day(" ".join(sentences[:opening]))
-                    assert opened is not None
                     if self.day >= 0:
                         self.day_lengths.append(self.turn - self.day_started)
                     self.day += 1
@@ -386,7 +396,7 @@ class SignalReader:
         """When a question's message says the asked fact will be needed again: a sentence
         other than the question (and the day's opening) that names a time."""
         sentences = split_sentences(text)
-        sentences = sentences[self.opening(sentences) :]
+        sentences = sentences[self.opening(sentences)[0] :]
         for sentence in sentences:
             if sentence not in question:
                 window = self.window(sentence)
