@@ -443,3 +443,24 @@ def test_roles_are_dealt_from_a_deck_and_the_live_load_floor_holds(level: str) -
         if spec.min_peak_load:
             assert live_load(generate_conversation(seed, level)).peak_tokens >= 1.5
     assert (LEVELS[level].min_peak_load >= 1.5) == (level != "easy")
+
+
+def test_a_day_opens_with_a_short_sentence_naming_the_next_weekday() -> None:
+    """The reference's day rule: "Morning! It's Tuesday." opens Tuesday after Monday; a
+    statement that names tomorrow's weekday at the start of a message opens nothing (it once
+    slipped the day count by one)."""
+    from evals.context.signal_reader import WEEKDAYS, SignalReader
+
+    reader = SignalReader(day=0, weekday=WEEKDAYS.index("monday"))
+    tuesday = WEEKDAYS.index("tuesday")
+    assert reader.opening(split_sentences("Morning! It's Tuesday. The boiler is fine.")) == (
+        2,
+        tuesday,
+    )
+    assert reader.opening(["Day 2, Tuesday.", "Hi."]) == (1, tuesday)
+    for text in (
+        "The expected delivery for Rita Holt's online order is Tuesday the 24th.",
+        "On Tuesday I'll need the plumber's quote.",
+        "Morning! It's Wednesday.",
+    ):
+        assert reader.opening(split_sentences(text)) == (0, -1), text
