@@ -275,10 +275,14 @@ class SignalReader:
         third = per / len(PARTS)
         return round(base + part * third), round(base + (part + 1) * third) - 1
 
+    def named_time(self, text: str, today: int) -> tuple[int, int] | None:
+        """(day, part) the time expression in `text` names (`parse_time`), or None."""
+        return parse_time(text, today, self.weekday)
+
     def window(self, text: str) -> tuple[int, int] | None:
         """The turns (first, last) of need a time in `text` names, or None."""
         today = max(self.day, 0)
-        named = parse_time(text, today, self.weekday)
+        named = self.named_time(text, today)
         if named is None:
             return None
         day, part = named
@@ -287,6 +291,14 @@ class SignalReader:
             part = min(now, len(PARTS) - 1)
         first, last = self.part_window(day, part)
         return max(first, self.turn + 1), max(last, self.turn + 1)
+
+    def open_day(self, weekday: int, day: int | None = None) -> None:
+        """A day opens this turn on `weekday` (`day`: its number, where the opening names it)."""
+        if self.day >= 0:
+            self.day_lengths.append(self.turn - self.day_started)
+        self.day = self.day + 1 if day is None else day
+        self.weekday = weekday
+        self.day_started = self.turn
 
     # --- reading ----------------------------------------------------------------------
 
@@ -303,14 +315,8 @@ class SignalReader:
                 self.turn += 1
                 opening, opened = self.opening(sentences)
                 if opening:
-                    if self.day >= 0:
-                        self.day_lengths.append(self.turn - self.day_started)
-                    self.day += 1
                     counted = re.search(r"\bday (\d+)\b", sentences[opening - 1].lower())
-                    if counted:
-                        self.day = int(counted.group(1)) - 1
-                    self.weekday = opened
-                    self.day_started = self.turn
+                    self.open_day(opened, int(counted.group(1)) - 1 if counted else None)
                     sentences = sentences[opening:]
             found = parse_message(message.index, message.text)
             stated = {message.text[f.start : f.end] for f in found}

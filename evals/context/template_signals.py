@@ -68,17 +68,8 @@ def named_time(text: str, today: int, weekday: int) -> tuple[int, int] | None:
 class TemplateSignalReader(SignalReader):
     """`SignalReader`'s ranking on the closed templates' reading."""
 
-    def window(self, text: str) -> tuple[int, int] | None:
-        today = max(self.day, 0)
-        named = named_time(text, today, self.weekday)
-        if named is None:
-            return None
-        day, part = named
-        if day == today and part < 0:
-            now = int((self.turn - self.day_started) * len(PARTS) // self.day_turns())
-            part = min(now, len(PARTS) - 1)
-        first, last = self.part_window(day, part)
-        return max(first, self.turn + 1), max(last, self.turn + 1)
+    def named_time(self, text: str, today: int) -> tuple[int, int] | None:
+        return named_time(text, today, self.weekday)
 
     def read(self, episode: ContextEpisode) -> None:
         messages = episode.conversation.messages
@@ -92,11 +83,7 @@ class TemplateSignalReader(SignalReader):
                 self.turn += 1
                 opening = DAY_OPENING.search(message.text)
                 if opening is not None:
-                    if self.day >= 0:
-                        self.day_lengths.append(self.turn - self.day_started)
-                    self.day += 1
-                    self.weekday = WEEKDAYS.index(opening.group(1).lower())
-                    self.day_started = self.turn
+                    self.open_day(WEEKDAYS.index(opening.group(1).lower()))
             for found in parse_message(message.index, message.text):
                 self.facts[found.key] = found
                 self.said_turn[found.key] = self.turn
