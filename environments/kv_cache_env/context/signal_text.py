@@ -31,6 +31,7 @@ import numpy as np
 
 from .lexicon import Lexicon
 from .plan import Fact, Signal
+from .wording import capital, possessive
 
 PART_NAMES = ("morning", "afternoon", "evening")
 
@@ -40,14 +41,6 @@ class Worded:
     text: str
     form: str
     """The normalized form (slots masked)."""
-
-
-def possessive(phrase: str) -> str:
-    return phrase + "'" if phrase.endswith("s") else phrase + "'s"
-
-
-def capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 class SignalText:
