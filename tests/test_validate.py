@@ -145,3 +145,26 @@ def test_normalized_scores_pair_seeds_and_need_a_range():
         [result("noop", 0, 0.3), result("bound", 0, 0.32), result("x", 0, 0.31)]
     )
     assert flat["s", "x"].score is None  # a 0.02 range means nothing
+
+
+NOT_PINNED = {"CPU seconds per episode (reported; medians)", REFERENCE_TABLE_CHECK}
+"""Checks whose text depends on the machine (CPU time) or on whether the shipped reference
+table is current for the code (it goes stale with any code change, and is tested above)."""
+
+
+def test_validate_matches_the_golden_run(checks):
+    """Every check's verdict and text at CI size, byte for byte (the layout refactor must keep
+    them; regenerate with `KVARENA_UPDATE_GOLDEN=1` when a change is meant to alter them)."""
+    import json
+    import os
+    from pathlib import Path
+
+    golden = Path(__file__).parent / "golden" / "validate-ci.json"
+    produced = json.dumps(
+        [[n, c.passed, c.detail] for n, c in checks.items() if n not in NOT_PINNED], indent=0
+    ).encode()
+    if os.environ.get("KVARENA_UPDATE_GOLDEN") == "1":
+        golden.write_bytes(produced)
+    assert produced == golden.read_bytes(), (
+        f"validate's checks differ from {golden} (if intended: KVARENA_UPDATE_GOLDEN=1, say why)"
+    )
