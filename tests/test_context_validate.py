@@ -25,6 +25,10 @@ from evals.context.validate import (
     run_context_validation,
 )
 
+# scripts/test spreads the suite over xdist workers; one worker takes this whole module, so the
+# module's `checks` (context validate at CI size, ~1 min) is built once.
+pytestmark = pytest.mark.xdist_group("context-validate-ci")
+
 EPISODES = 2
 
 

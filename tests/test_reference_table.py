@@ -23,6 +23,10 @@ from evals.serving.jobs import EpisodeJob, reference_from_table, run_job
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.sim import SUITE, SUITE_VERSION
 
+# scripts/test spreads the suite over xdist workers; one worker takes this whole module, so the
+# module's small table is computed once.
+pytestmark = pytest.mark.xdist_group("reference-table")
+
 WEIGHTS = (("failure_penalty", 1.0), ("latency_penalty", 0.5))
 HELD = [("noop", "easy", 0), ("noop", "easy", 1), ("bound", "easy", 0), ("bound", "easy", 1)]
 

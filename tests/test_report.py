@@ -15,6 +15,10 @@ from evals.serving.jobs import EpisodeJob, run_job
 from evals.serving.normalize import MIN_RANGE
 from kv_cache_env.episodes import EpisodeSpec
 
+# scripts/test spreads the suite over xdist workers; one worker takes this whole module, so the
+# module's `runs` (35 episodes) are played once.
+pytestmark = pytest.mark.xdist_group("report-runs")
+
 TRACE = "azure-conv-2023"  # the packaged copy (kv_cache_env.trace_data)
 CHROMIUM_FLAGS = [
     "--no-sandbox",

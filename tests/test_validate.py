@@ -27,6 +27,10 @@ from evals.serving.validate import (
 )
 from kv_cache_env.sim import SUITE
 
+# scripts/test spreads the suite over xdist workers; one worker takes this whole module, so the
+# module's `checks` (validate at CI size, ~2.5 min) is built once.
+pytestmark = pytest.mark.xdist_group("validate-ci")
+
 
 @pytest.fixture(scope="module")
 def checks():
