@@ -1,4 +1,5 @@
-"""Tiny worlds for exact tests: a 4-token-block scenario and hand-made request schedules."""
+"""Tiny worlds for exact tests: a 4-token-block scenario and hand-made request schedules; and the
+order in which the suite's tests are handed out."""
 
 from __future__ import annotations
 
@@ -78,3 +79,11 @@ def steps(sim: Simulator, n: int) -> None:
 @pytest.fixture
 def make_sim():
     return tiny_sim
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `long_running` come first. scripts/test spreads the suite over xdist workers,
+    which take tests in this order (after the `xdist_group` modules, each handed out whole): a
+    test of a minute or more then starts while short tests remain to fill the other workers,
+    not at the end, where one worker would finish it alone while the others idle."""
+    items.sort(key=lambda item: item.get_closest_marker("long_running") is None)

@@ -108,6 +108,7 @@ def test_a_response_fault_that_persists_fails_the_episode_with_its_reason(tmp_pa
     assert json.loads((out / "run.json").read_text())["episodes_failed"] == 1
 
 
+@pytest.mark.long_running
 def test_context_eval_survives_every_fault_class(tmp_path):
     kinds = [*RESPONSE_FAULTS, *REPLY_FAULTS]
     faults = {1 + 2 * i: kind for i, kind in enumerate(kinds)}
@@ -131,6 +132,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.long_running
 def test_sigint_mid_run_keeps_every_finished_episode_and_writes_run_json(tmp_path):
     out = tmp_path / "int"
     faults = dict.fromkeys(range(7, 13), "timeout")  # slow the middle of the run down

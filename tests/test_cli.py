@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from evals.common.results import validate
 
 
@@ -79,6 +81,7 @@ def test_unknown_trace_name_lists_the_builtin_ones(tmp_path):
     assert "no such trace file" in done.stderr and "mooncake-conversation" in done.stderr
 
 
+@pytest.mark.long_running
 def test_bench_prints_figures_as_json():
     done = kvarena("bench", "--episodes", "3", "--json", "--trace", "/nonexistent.jsonl")
     assert done.returncode == 2 and "no such trace file" in done.stderr

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
@@ -46,6 +47,7 @@ def test_context_eval_with_policies_writes_results_and_a_table(tmp_path: Path) -
     assert bad.exit_code == 2 and "unknown level" in bad.output
 
 
+@pytest.mark.long_running
 def test_model_path_and_vf_eval_agree(tmp_path: Path) -> None:
     with PolicyServer("lru") as server:
         out = tmp_path / "model"

@@ -34,6 +34,7 @@ RUNS: dict[str, tuple[str, ...]] = {
 }
 
 
+@pytest.mark.long_running
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_results_match_the_golden_run(name: str, tmp_path: Path) -> None:
     args = list(RUNS[name])
@@ -59,6 +60,7 @@ def _compare(produced: bytes, golden: Path, name: str) -> None:
     )
 
 
+@pytest.mark.long_running
 def test_prompt_cache_family_matches_the_golden_run(tmp_path: Path) -> None:
     # The prompt-cache family end to end: a keyless model (the `lru` policy behind the policy
     # server's Anthropic Messages endpoint, which models a provider cache) played with the hybrid

@@ -7,9 +7,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ENVIRONMENTS = Path(__file__).resolve().parents[1] / "environments"
 
 
+@pytest.mark.long_running
 def test_no_environment_module_imports_evals() -> None:
     # In a fresh interpreter with `evals` made unimportable, import every module under
     # environments/ (a lazy import inside a function would hide an upward import from a plain

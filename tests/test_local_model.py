@@ -68,6 +68,7 @@ def _processes_marked(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.long_running
 def test_a_short_easy_episode_with_the_real_local_model_acts(llama, tmp_path):
     out = tmp_path / "run"
     marker = f"KVARENA_TEST_RUN={uuid.uuid4().hex}"

@@ -107,6 +107,7 @@ def _kvarena(*args):
     )
 
 
+@pytest.mark.long_running
 def test_killed_run_resumes_to_the_same_complete_results(tmp_path):
     faults = {2: "429", 5: "timeout", 9: "500", 12: "drop"}
     with PolicyServer("lru", faults=faults, timeout_s=3.0) as server:

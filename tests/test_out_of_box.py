@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 _ANYWHERE = shutil.ignore_patterns(
     ".git", ".venv", "__pycache__", "*.egg-info", ".*_cache", ".hypothesis"
@@ -39,6 +41,7 @@ def _run(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.long_running
 def test_trace_commands_and_tests_run_without_shared(tmp_path):
     clone = _copy_checkout(tmp_path)
     where = _run(clone, "-c", "import kv_cache_env.traces as t; print(t.__file__)")

@@ -2,10 +2,13 @@
 
 import gzip
 
+import pytest
+
 from evals.serving.speed import HERE, run_speed
 from kv_cache_env.trace_data import open_trace_text
 
 
+@pytest.mark.long_running
 def test_the_speed_table_measures_both_trees_and_checks_the_targets(tmp_path):
     trace = tmp_path / "small.jsonl.gz"
     with open_trace_text(

@@ -39,6 +39,7 @@ def _vf(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.long_running
 def test_vf_eval_and_vf_replay_match_in_process_policy(tmp_path):
     with PolicyServer("lru") as server:
         done = _vf(
