@@ -25,6 +25,7 @@ from evals.serving.validate import (
     term_split,
     tool_effect_checks,
 )
+from evals.serving.validate_results import EpisodeResult, Results
 from kv_cache_env.sim import SUITE
 
 # scripts/test spreads the suite over xdist workers; one worker takes this whole module, so the
@@ -100,21 +101,17 @@ def test_the_range_and_the_per_term_split_are_shares_of_it():
     assert math.isclose(t.range, 0.4)
     parts = {"failure_penalty": -0.2, "throughput_reward": 0.8}
 
-    def result(failure: float, throughput: float) -> dict:
+    def result(agent: str, failure: float, throughput: float) -> EpisodeResult:
         components = dict.fromkeys(
             ("headroom_bonus", "memory_efficiency", "eviction_quality", "latency_penalty"), 0.0
         )
         components |= {"risky_eviction_penalty": 0.0}
-        return {
-            "components": {
-                **components,
-                "failure_penalty": failure,
-                "throughput_reward": throughput,
-            }
-        }
+        components |= {"failure_penalty": failure, "throughput_reward": throughput}
+        return EpisodeResult(agent, "x", 0, reward=0.0, components=components)
 
-    results = {("x", "a", 0): result(**{"failure": 0.0, "throughput": 0.9})}
-    results[("x", "b", 0)] = result(parts["failure_penalty"], parts["throughput_reward"])
+    results = Results()
+    results.add(result("a", failure=0.0, throughput=0.9))
+    results.add(result("b", parts["failure_penalty"], parts["throughput_reward"]))
     # a - b: failure +0.2 x 0.40 = +0.08, throughput +0.1 x 0.25 = +0.025; over a 0.4 range
     assert term_split(results, "x", "a", "b", [0], 0.4) == "failure +0.20, throughput +0.06"
 

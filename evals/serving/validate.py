@@ -31,14 +31,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from kv_cache_env.sim import SUITE, Simulator, Status, compress, evict, get_scenario, swap
+from kv_cache_env.sim import (
+    SUITE,
+    Observation,
+    Simulator,
+    Status,
+    compress,
+    evict,
+    get_scenario,
+    swap,
+)
 from rubrics import DEFAULT_WEIGHTS
 
-from ..common.results import dumps
 from ..common.stats import mean_ci
 from .policies import Policy, available, create
 from .rule_grid import (
@@ -50,6 +57,7 @@ from .rule_grid import (
     two_liners,
 )
 from .validate_jobs import Job, run_job, run_jobs
+from .validate_results import Results
 
 PROOF_START = 520_000
 """The proof block. Suite v3's engine and scenarios were redesigned after runs on the first
@@ -81,8 +89,6 @@ RULE_AVERAGE, RULE_ANY = 0.70, 0.85
 ABLATION_COST = 0.10
 STRETCH_GAP, STRETCH_SCENARIOS = 0.15, 2
 DETERMINISM_JOBS = (("lru", "hard"), ("swap-paused", "chat-human"))
-
-Results = dict[tuple[str, str, int], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -136,10 +142,6 @@ def paired(a: Iterable[float], b: Iterable[float]) -> tuple[float, float]:
     return mean_ci([x - y for x, y in zip(a, b, strict=True)])
 
 
-def rewards(results: Results, scenario: str, agent: str, seeds: Iterable[int]) -> list[float]:
-    return [results[scenario, agent, s]["reward"] for s in seeds]
-
-
 @dataclass
 class Table:
     """One scenario's figures on paired seeds."""
@@ -156,12 +158,12 @@ class Table:
 
 
 def table(results: Results, scenario: str, agents: Iterable[str], seeds: range) -> Table:
-    noop = rewards(results, scenario, "noop", seeds)
-    bound = rewards(results, scenario, "bound", seeds)
+    noop = results.rewards(scenario, "noop", seeds)
+    bound = results.rewards(scenario, "bound", seeds)
     width, half = paired(bound, noop)
     normalized = {}
     for agent in agents:
-        mean = float(np.mean(rewards(results, scenario, agent, seeds)))
+        mean = float(np.mean(results.rewards(scenario, agent, seeds)))
         normalized[agent] = (mean - float(np.mean(noop))) / width if width > 0 else 0.0
     return Table(scenario, float(np.mean(noop)), float(np.mean(bound)), half, normalized)
 
@@ -192,7 +194,7 @@ def screen_grid(sizes: Sizes, workers: int, tick: Callable[[], None]) -> Screen:
         mine.sort(key=lambda r: -float(np.mean(list(scores[r.name].values()))))
         best[tool] = mine[: sizes.pairs]
     twos = two_liners(best)
-    results |= run_jobs(_rule_jobs(twos, seeds), workers, tick)
+    results.update(run_jobs(_rule_jobs(twos, seeds), workers, tick))
     rules: list[Policy] = [*ones, *twos]
     scores |= _screen_scores(results, twos, seeds)
     chosen: dict[str, Policy] = {}
@@ -211,7 +213,7 @@ def screen_grid(sizes: Sizes, workers: int, tick: Callable[[], None]) -> Screen:
     return Screen(chosen, detail, len(ones), len(twos))
 
 
-def _tuning_observations(seeds: range) -> list[Any]:
+def _tuning_observations(seeds: range) -> list[Observation]:
     """Observations of noop and offload-or-discard on the tuning seeds (where the grid's
     percentiles come from)."""
     out = []
@@ -238,10 +240,10 @@ def _screen_scores(
 ) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for scenario in SCORED:
-        noop = float(np.mean(rewards(results, scenario, "noop", seeds)))
-        width = float(np.mean(rewards(results, scenario, "bound", seeds))) - noop
+        noop = float(np.mean(results.rewards(scenario, "noop", seeds)))
+        width = float(np.mean(results.rewards(scenario, "bound", seeds))) - noop
         for rule in rules:
-            mean = float(np.mean(rewards(results, scenario, rule.name, seeds)))
+            mean = float(np.mean(results.rewards(scenario, rule.name, seeds)))
             out.setdefault(rule.name, {})[scenario] = (mean - noop) / width if width > 0 else 0
     return out
 
@@ -275,16 +277,16 @@ def run_validation(
     sizes = sizes or Sizes()
     screen = screen_grid(sizes, workers, tick)
     results = run_jobs(proof_jobs(sizes, screen), workers, tick)
-    bad = [r for r in results.values() if r["status"] != "ok"]
+    bad = results.failures()
     if bad:
-        return [Check("episodes run", False, f"{bad[0]['agent']} failed: {bad[0]['error']}")]
+        return [Check("episodes run", False, f"{bad[0].agent} failed: {bad[0].error}")]
     rules = rule_agents(screen)
     seeds, few = sizes.proof, sizes.proof[: sizes.expert]
     agents = list(dict.fromkeys([*rules, *(a for a in available() if a not in PLANNERS)]))
     tables = {sc: table(results, sc, agents, seeds) for sc in SUITE}
     experts = {sc: table(results, sc, [*agents, "expert"], few) for sc in SUITE}
     ablation = ablation_costs(results, tables, sizes.proof[: sizes.ablation])
-    results |= run_jobs(expert_ablation_jobs(sizes, ablation), workers, tick)
+    results.update(run_jobs(expert_ablation_jobs(sizes, ablation), workers, tick))
     checks = [Check("the grid's screen (tuning seeds)", True, screen.detail)]
     checks.append(range_check(tables))
     checks.append(ceiling_check(results, experts, rules, few))
@@ -333,7 +335,7 @@ def ceiling_check(
         t = experts[scenario]
         best = _best(t, rules)
         mean, half = paired(
-            rewards(results, scenario, best, few), rewards(results, scenario, "expert", few)
+            results.rewards(scenario, best, few), results.rewards(scenario, "expert", few)
         )
         worst.append(
             (mean / t.range if t.range > 0 else 0.0, half / max(t.range, 1e-9), scenario, best, t)
@@ -398,13 +400,8 @@ def term_split(
     seeds = list(seeds)
     parts = []
     for name, weight in DEFAULT_WEIGHTS.items():
-        diff = np.mean(
-            [
-                results[scenario, a, s]["components"][name]
-                - results[scenario, b, s]["components"][name]
-                for s in seeds
-            ]
-        )
+        ours, theirs = (results.components(scenario, x, seeds, name) for x in (a, b))
+        diff = np.mean([x - y for x, y in zip(ours, theirs, strict=True)])
         if abs(weight * diff / width) >= 0.005:
             parts.append(f"{name.split('_')[0]} {weight * diff / width:+.2f}")
     return ", ".join(parts) or "none"
@@ -420,8 +417,8 @@ def stretch_check(
         gap = t.normalized["expert"] - t.normalized[best]
         wide += gap >= STRETCH_GAP
         told_gap, _ = paired(
-            rewards(results, scenario, "told-pauses", told),
-            rewards(results, scenario, "expert", told),
+            results.rewards(scenario, "told-pauses", told),
+            results.rewards(scenario, "expert", told),
         )
         rule_split = term_split(results, scenario, "expert", best, few, t.range)
         bound_split = term_split(results, scenario, "bound", "expert", few, t.range)
@@ -446,11 +443,11 @@ def reported_check(results: Results, tables: dict[str, Table], few: range) -> Ch
         items = []
         for agent in REPORTED:
             m_noop, h_noop = paired(
-                rewards(results, scenario, agent, seeds), rewards(results, scenario, "noop", seeds)
+                results.rewards(scenario, agent, seeds), results.rewards(scenario, "noop", seeds)
             )
             m_exp, h_exp = paired(
-                rewards(results, scenario, agent, seeds),
-                rewards(results, scenario, "expert", seeds),
+                results.rewards(scenario, agent, seeds),
+                results.rewards(scenario, "expert", seeds),
             )
             items.append(
                 f"{agent} {t.normalized[agent]:.2f} (vs noop {m_noop:+.3f}±{h_noop:.3f}, "
@@ -463,7 +460,7 @@ def reported_check(results: Results, tables: dict[str, Table], few: range) -> Ch
 
 
 def _uses(results: Results, scenario: str, agent: str, tool: str, seeds: Iterable[int]) -> bool:
-    return any(results[scenario, agent, s]["metrics"][f"{tool}_calls"] > 0 for s in seeds)
+    return any(calls > 0 for calls in results.metrics(scenario, agent, seeds, f"{tool}_calls"))
 
 
 def ablation_costs(
@@ -477,12 +474,12 @@ def ablation_costs(
         width = tables[scenario].range
         if width <= 0:
             continue
-        bound = float(np.mean(rewards(results, scenario, "bound", seeds)))
+        bound = float(np.mean(results.rewards(scenario, "bound", seeds)))
         for tool in TOOLS:
             rivals = [f"no-{tool}"] + [
                 a for a in registered if not _uses(results, scenario, a, tool, seeds)
             ]
-            best = max(float(np.mean(rewards(results, scenario, a, seeds))) for a in rivals)
+            best = max(float(np.mean(results.rewards(scenario, a, seeds))) for a in rivals)
             costs[tool][scenario] = (bound - best) / width
     return costs
 
@@ -507,8 +504,8 @@ def ablation_check(
         scenario = max(per, key=lambda sc: per[sc]) if per else SCORED[0]
         width = experts[scenario].range
         loss, half = paired(
-            rewards(results, scenario, "expert", seeds),
-            rewards(results, scenario, f"expert-no-{tool}", seeds),
+            results.rewards(scenario, "expert", seeds),
+            results.rewards(scenario, f"expert-no-{tool}", seeds),
         )
         expert_cost = loss / width if width > 0 else 0.0
         passed &= per.get(scenario, 0.0) >= ABLATION_COST and expert_cost >= ABLATION_COST
@@ -527,17 +524,20 @@ def ablation_check(
 
 
 def dump_check(results: Results, seeds: range) -> Check:
-    diffs = [
-        results[sc, "bound", s]["dump_reward"] - results[sc, "bound", s]["reward"]
-        for sc in SUITE
-        for s in seeds
-    ]
+    diffs = [_dump_gain(results, sc, s) for sc in SUITE for s in seeds]
     mean, half = mean_ci(diffs)
     return Check(
         "a last-turn dump on the bound's trajectory gains <= 0 on average",
         mean <= 0,
         f"{mean:+.4f}±{half:.4f} over {len(diffs)} episodes; largest {max(diffs):+.4f}",
     )
+
+
+def _dump_gain(results: Results, scenario: str, seed: int) -> float:
+    bound = results[scenario, "bound", seed]
+    if bound.dump_reward is None or bound.reward is None:
+        raise ValueError(f"the bound on {scenario} seed {seed} has no dump reward")
+    return bound.dump_reward - bound.reward
 
 
 def outside_check(results: Results, tables: dict[str, Table]) -> Check:
@@ -576,9 +576,9 @@ def rules_below_bound_check(tables: dict[str, Table], rules: list[str]) -> Check
 
 def cost_check(results: Results, seeds: range, few: range) -> Check:
     def median(agent: str, scenario: str, over: range) -> float:
-        return float(np.median([results[scenario, agent, s]["seconds"] for s in over]))
+        return float(np.median([results[scenario, agent, s].seconds for s in over]))
 
-    plays = [results[sc, "expert", s]["plays"] for sc in SUITE for s in few]
+    plays = [results[sc, "expert", s].plays for sc in SUITE for s in few]
     return Check(
         "CPU seconds per episode (reported; medians)",
         True,
@@ -593,17 +593,13 @@ def cost_check(results: Results, seeds: range, few: range) -> Check:
 def determinism_check(results: Results, sizes: Sizes) -> Check:
     seeds = sizes.proof[: min(2, sizes.episodes)]
     same = [
-        dumps({**run_job(Job(agent, sc, s)), "seconds": 0})
-        == dumps({**results[sc, agent, s], "seconds": 0})
+        run_job(Job(agent, sc, s)).fingerprint() == results[sc, agent, s].fingerprint()
         for agent, sc in DETERMINISM_JOBS
         for s in seeds
     ]
     for kind, scenario in (("bound", "hard"), ("expert", "agent-tools")):
         again = run_job(Job(kind, scenario, seeds[0], kind=kind))
-        same.append(
-            dumps({**again, "seconds": 0})
-            == dumps({**results[scenario, kind, seeds[0]], "seconds": 0})
-        )
+        same.append(again.fingerprint() == results[scenario, kind, seeds[0]].fingerprint())
     return Check(
         "determinism (reruns give byte-identical results)",
         all(same),
@@ -630,7 +626,8 @@ def reference_table_check(seeds: Iterable[int] = (0,)) -> Check:
                 if stored is None:
                     continue
                 kind = "bound" if agent == "bound" else "policy"
-                computed = run_job(Job(agent, scenario, seed, kind=kind))["record"]
+                record = run_job(Job(agent, scenario, seed, kind=kind)).record
+                computed = record.to_dict() if record is not None else None
                 compared += 1
                 different += json.dumps(stored, sort_keys=True) != json.dumps(
                     computed, sort_keys=True

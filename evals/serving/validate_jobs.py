@@ -3,9 +3,8 @@
 A job names its agent by a label (what the checks call it) and says how to build it: a
 registered policy by name, a fixed rule of the grid (the rule object itself), or a planner —
 the bound (plain, with one tool masked, or the deeper search) or the expert (plain, masked, or
-told some hidden parts). Each result keeps the reward, the seven components, the metrics and
-the seconds the agent took; the plain bound's also carries its trajectory's reward with a
-last-turn dump.
+told some hidden parts). Each plays to an `EpisodeResult` (validate_results.py), collected into
+`Results`; the plain bound's also carries its trajectory's reward with a last-turn dump.
 """
 
 from __future__ import annotations
@@ -13,17 +12,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.sim import BlockType, Simulator, Status, evict, swap
 from rubrics import score
 
 from ..common.processes import worker_pool
-from ..common.results import episode_result
 from .policies import BoundPolicy, Policy, create, decide
 from .policies.bound import DEEP_MACROS
 from .policies.expert import ExpertPolicy
+from .validate_results import EpisodeResult, Results
 
 
 @dataclass(frozen=True)
@@ -37,10 +35,6 @@ class Job:
     """policy (registered, or `rule`), bound, deep, no-<tool>, expert, expert-no-<tool>,
     expert-told-<part>[+<part>...]."""
     rule: Policy | None = field(default=None, compare=False)
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.scenario, self.agent, self.seed)
 
 
 def make_agent(job: Job) -> Policy:
@@ -64,7 +58,7 @@ def make_agent(job: Job) -> Policy:
     raise ValueError(f"unknown agent kind {kind!r}")
 
 
-def run_job(job: Job) -> dict[str, Any]:
+def run_job(job: Job) -> EpisodeResult:
     """Play one episode; a crash is a failed result with its error, never lost."""
     sim = EpisodeSpec(job.scenario, job.seed).simulator()
     started = time.process_time()
@@ -82,20 +76,18 @@ def run_job(job: Job) -> dict[str, Any]:
                 sim.apply(action)
             sim.step()
     except Exception as error:  # a crashing agent is a failed episode, recorded
-        return episode_result(
-            agent=job.agent,
-            scenario=job.scenario,
-            seed=job.seed,
-            record=None,
-            error=f"{type(error).__name__}: {error}",
+        return EpisodeResult.failed(
+            job.agent, job.scenario, job.seed, f"{type(error).__name__}: {error}"
         )
-    result = episode_result(
-        agent=job.agent, scenario=job.scenario, seed=job.seed, record=sim.record()
+    return EpisodeResult.played(
+        job.agent,
+        job.scenario,
+        job.seed,
+        sim.record(),
+        seconds=time.process_time() - started,
+        dump_reward=dump_reward,
+        plays=getattr(agent, "plays", 0),
     )
-    result["seconds"] = time.process_time() - started
-    result["dump_reward"] = dump_reward
-    result["plays"] = getattr(agent, "plays", 0)
-    return result
 
 
 def with_dump(sim: Simulator, actions: list) -> float:
@@ -113,20 +105,18 @@ def with_dump(sim: Simulator, actions: list) -> float:
     return score(copy.record()).reward
 
 
-def run_jobs(
-    jobs: Iterable[Job], workers: int, tick: Callable[[], None] = lambda: None
-) -> dict[tuple[str, str, int], dict[str, Any]]:
-    """Every job's result by key; the slow planners first, so the pool never ends on one."""
+def run_jobs(jobs: Iterable[Job], workers: int, tick: Callable[[], None] = lambda: None) -> Results:
+    """Every job's result; the slow planners first, so the pool never ends on one."""
     ordered = sorted(jobs, key=lambda j: j.kind == "policy")
-    out: dict[tuple[str, str, int], dict[str, Any]] = {}
+    out = Results()
     if workers <= 1:
         for job in ordered:
-            out[job.key] = run_job(job)
+            out.add(run_job(job))
             tick()
         return out
     with worker_pool(workers) as pool:
-        for job, result in zip(ordered, pool.map(run_job, ordered, chunksize=1), strict=True):
-            out[job.key] = result
+        for result in pool.map(run_job, ordered, chunksize=1):
+            out.add(result)
             tick()
     return out
 
