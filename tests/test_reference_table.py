@@ -171,3 +171,42 @@ def test_the_shipped_table():
         played = reference_table.play_entry(agent, scenario, seed)
         stored = table.records[agent, scenario, seed]
         assert json.dumps(played, sort_keys=True) == json.dumps(stored, sort_keys=True)
+
+
+def _rewrite(path: Path, header_changes: dict, record_change: tuple | None = None) -> None:
+    import gzip
+
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    header = json.loads(lines[0]) | header_changes
+    rows = [json.loads(line) for line in lines[1:]]
+    if record_change is not None:
+        index, key, value = record_change
+        rows[index]["record"][key] = value
+    body = [json.dumps(header, sort_keys=True)] + [
+        json.dumps(r, sort_keys=True, separators=(",", ":")) for r in rows
+    ]
+    path.write_bytes(gzip.compress(("\n".join(body) + "\n").encode(), mtime=0))
+
+
+def test_restamp_keeps_the_records_and_refuses_when_one_differs(small_table, tmp_path):
+    """`scripts/reference_table.py --restamp`: a table made by other code whose replayed records
+    all equal it is restamped for this code (records untouched); one that differs is refused."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).parents[1] / "scripts" / "reference_table.py"
+    path = tmp_path / "reference.jsonl.gz"
+    entries = [(a, s, seed, r) for (a, s, seed), r in small_table.records.items()]
+    reference_table.write(path, entries, seeds=range(2))
+    _rewrite(path, {"digest": "0" * 16, "raw_digest": "0" * 16})  # as if made by other code
+    assert not reference_table.load(path).current
+    run = [sys.executable, str(script), "--out", str(path), "--restamp", "2", "-j", "1"]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    restamped = reference_table.load(path)
+    assert restamped.current and restamped.records == small_table.records
+    stale = {"digest": "0" * 16, "raw_digest": "0" * 16}
+    _rewrite(path, stale, record_change=(0, "invalid_calls", 99))
+    before = path.read_bytes()
+    done = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "differ" in done.stdout and path.read_bytes() == before
