@@ -51,10 +51,7 @@ policies.create("bound")  # imports what the bound's pool needs, in the skipped 
 
 def play(sim, policy):
     while not sim.done:
-        actions = policies.decide(policy, sim)
-        for action in actions:
-            sim.apply(action)
-        sim.step()
+        sim.play_turn(policies.decide(policy, sim))
     return sim.record()
 
 

@@ -46,12 +46,10 @@ def random_rollout(scenario: str, seed: int, rollout: int) -> tuple[float, int, 
         history += message
         full += fixed + history
         actions = policy.act(obs)
-        if not actions:
-            sim.count_implicit_noop()
-        for action in actions:
-            result = sim.apply(action)
+        turn = sim.play_turn(actions)
+        for action, result in zip(actions, turn.results, strict=True):
             history += approx_tokens(str(action)) + approx_tokens(str(result))
-        last = sim.step()
+        last = turn.stats
     return score(sim.record()).reward, no_history, full
 
 

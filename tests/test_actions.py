@@ -267,7 +267,7 @@ def test_invalid_actions_change_nothing_and_name_the_valid_ids():
     assert (sim.engine.pool.used, sim.engine.pool.available) == pool_before
     assert sim.apply(noop()).ok
     record = (sim.step(), sim.record())[1]
-    assert record.invalid_calls == 4 and record.noop_calls == 1
+    assert record.invalid_calls == 4 and record.noop_calls == 1 + 4  # the 4 empty turns
     assert record.calls_per_turn[-1] == 5
 
 
@@ -324,3 +324,20 @@ def test_trtllm_fallback_never_preempts_a_call_that_completed_this_step():
     steps(sim, 5)
     assert a.generated == 5
     assert all(e.seq_id != "a" for e in sim.record().evictions)
+
+
+def test_the_turn_rule_counts_a_turn_without_any_call_as_noop_once():
+    """`play_turn` and `step` share one rule: a turn with no call (no action, valid or not, and
+    no counted invalid call) is an implicit noop; a turn with any call is not."""
+    sim = tiny_sim([req("r1", prompt=16, output=40)], capacity=40)
+    empty = sim.play_turn([])
+    assert empty.results == () and empty.stats is sim._stats[-1]
+    assert sim.record().noop_calls == 1 and sim.record().calls_per_turn == (0,)
+    sim.count_invalid()  # a malformed tool call is a call: no implicit noop
+    sim.step()
+    turn = sim.play_turn([compress("r1"), evict("zz"), noop()])
+    assert [r.ok for r in turn.results] == [True, False, True]
+    sim.step()  # an empty turn ended by `step` counts like `play_turn([])`
+    record = sim.record()
+    assert record.noop_calls == 1 + 1 + 1 and record.invalid_calls == 2
+    assert record.calls_per_turn == (0, 1, 3, 0)

@@ -30,11 +30,7 @@ def _scalar_random_episode(name, seed):
     while not sim.done:
         obs = sim.observe()
         observations.append(obs)
-        actions = _random_turn(obs, rng)
-        if not actions:
-            sim.count_implicit_noop()
-        results.append(tuple(sim.apply(a) for a in actions))
-        sim.step()
+        results.append(sim.play_turn(_random_turn(obs, rng)).results)
     return observations, results, sim.record()
 
 
@@ -123,8 +119,7 @@ def test_reset_with_new_specs_and_one_episode_at_a_time(workers):
         records = vec.records()
     scalar = Simulator(get_scenario("chat-human"), 24)
     while not scalar.done:
-        scalar.count_implicit_noop()
-        scalar.step()
+        scalar.play_turn([])
     assert records[0] == scalar.record()
     with pytest.raises(IndexError):
         vec.reset_at(3)
@@ -153,8 +148,7 @@ def test_play_returns_the_callers_order_and_leaves_a_consistent_pool(workers):
             steps = vec.step([[] for _ in episodes])
         fresh = Simulator(get_scenario("hard"), 99)
         while not fresh.done:
-            fresh.count_implicit_noop()
-            fresh.step()
+            fresh.play_turn([])
         assert steps[5].record == fresh.record()
         assert vec.records() == [*scalar[:5], fresh.record(), scalar[6]]
         again = vec.play(PolicyAgent("lru"))  # the replaced spec is the one played

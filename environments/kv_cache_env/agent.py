@@ -106,8 +106,6 @@ async def play_episode(
         reply = await chat(messages, TOOLS)
         usage.add(reply.usage)
         assistant, calls = assistant_message(reply, sim.turn)
-        if not calls:
-            sim.count_implicit_noop()
         results = [
             {
                 "role": "tool",
@@ -116,6 +114,6 @@ async def play_episode(
             }
             for call in calls
         ]
-        last_step = sim.step()
+        last_step = sim.step()  # a reply without a tool call counts as noop
         turns.append([user, assistant, *results])
     return Transcript([system, *(m for turn in turns for m in turn)], usage, len(turns))

@@ -216,9 +216,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         """Step the engine (the drain follows the last turn); the turn's reward."""
         sim = self.sim
         assert sim is not None
-        if sim.calls_this_turn == 0:
-            sim.count_implicit_noop()  # as an LLM reply without a tool call
-        sim.step()
+        sim.step()  # a turn with no call counts as noop
         if self.reward_mode == "sparse" and not sim.done:
             return 0.0
         record = sim.record()

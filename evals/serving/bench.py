@@ -56,9 +56,7 @@ def _scenario_speed(tier: str, episodes: int, tick) -> dict[str, Any]:  # type: 
         sim = Simulator(scenario, seed)
         reset_done = time.perf_counter()
         while not sim.done:
-            for action in decide(policy, sim):
-                sim.apply(action)
-            sim.step()
+            sim.play_turn(decide(policy, sim))
         end = time.perf_counter()
         whole.append(scenario.steps / (end - start))
         turns_only.append(scenario.steps / (end - reset_done))

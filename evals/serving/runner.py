@@ -20,12 +20,7 @@ def run_policy_episode(
     sim = Simulator(scenario, seed, schedule=schedule)
     policy.reset(seed)
     while not sim.done:
-        actions = decide(policy, sim)
-        if not actions:
-            sim.count_implicit_noop()  # as an LLM reply without a tool call
-        for action in actions:
-            sim.apply(action)
-        sim.step()
+        sim.play_turn(decide(policy, sim))
     return sim.record()
 
 

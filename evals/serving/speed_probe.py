@@ -49,7 +49,10 @@ def _play(sim: Any, policy: Any, decide: Any, render_text: Any = None) -> Any:
         if render_text is not None:
             render_text(sim.observe())
         actions = decide(policy, sim)
-        if not actions:
+        if hasattr(sim, "play_turn"):
+            sim.play_turn(actions)
+            continue
+        if not actions:  # older trees: the turn rule written out
             sim.count_implicit_noop()
         for action in actions:
             sim.apply(action)

@@ -225,9 +225,7 @@ def _tuning_observations(seeds: range) -> list[Observation]:
                 while not sim.done:
                     obs = sim.observe(hints=False)
                     out.append(obs)
-                    for action in policy.act(obs):
-                        sim.apply(action)
-                    sim.step()
+                    sim.play_turn(policy.act(obs))
     return out
 
 

@@ -70,11 +70,7 @@ def run_job(job: Job) -> EpisodeResult:
             actions = decide(agent, sim)
             if job.kind == "bound" and sim.turn == sim.scenario.steps - 1:
                 dump_reward = with_dump(sim, actions)
-            if not actions:
-                sim.count_implicit_noop()
-            for action in actions:
-                sim.apply(action)
-            sim.step()
+            sim.play_turn(actions)
     except Exception as error:  # a crashing agent is a failed episode, recorded
         return EpisodeResult.failed(
             job.agent, job.scenario, job.seed, f"{type(error).__name__}: {error}"
@@ -94,7 +90,7 @@ def with_dump(sim: Simulator, actions: list) -> float:
     """The reward of taking `actions` plus a dump of everything non-system on the last turn
     (offload, else discard)."""
     copy = sim.clone()
-    for action in actions:
+    for action in actions:  # the turn's actions, then the dump, in one turn
         copy.apply(action)
     for seq in [*copy.engine.running, *copy.engine.paused]:
         if seq.block_type is BlockType.SYSTEM or seq.status not in (Status.RUNNING, Status.PAUSED):

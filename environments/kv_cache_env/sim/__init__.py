@@ -31,7 +31,7 @@ from .scenario import (
     canonical_scenario_name,
     get_scenario,
 )
-from .simulator import Reference, Simulator, run_reference
+from .simulator import Reference, Simulator, TurnResult, run_reference
 from .text import approx_tokens, parse, render
 from .types import (
     EVICTION_VALUE,
@@ -81,6 +81,7 @@ __all__ = [
     "Status",
     "StepStats",
     "ToolProfile",
+    "TurnResult",
     "VectorSimulator",
     "VectorStep",
     "approx_tokens",

@@ -3,9 +3,13 @@
     sim = Simulator(get_scenario("hard"), seed=7)
     while not sim.done:
         obs = sim.observe()            # structured; text.render(obs) for an LLM
-        sim.apply(evict("r12"))        # any number of validated actions...
-        sim.step()                     # ...then one engine step ends the turn
+        sim.play_turn([evict("r12")])  # any number of validated actions, then one engine step
     record = sim.record()              # what the rubric scores
+
+The turn rule lives in one place, `step`: a turn on which the agent made no call at all counts
+as noop (as an LLM reply without a tool call), then the engine advances one step. Callers that
+make their calls one by one (an LLM's tool calls, a Gymnasium env's per-call actions) `apply`
+each and end the turn with `step`; the others hand the turn's actions to `play_turn`.
 
 Reset draws the whole arrival schedule and the memory budget from `numpy.random.default_rng(seed)`,
 runs an unconstrained reference engine over the same schedule (its peak sets the capacity, its
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -80,6 +86,14 @@ def run_drain(engine: Engine) -> tuple[list[StepStats], int]:
             return stats, 0
         stats.append(engine.step())
     return stats, engine.fail_unfinished()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """What one `Simulator.play_turn` did: each action's result, in order, and the engine step."""
+
+    results: tuple[ActionResult, ...]
+    stats: StepStats
 
 
 class Simulator:
@@ -180,19 +194,24 @@ class Simulator:
         calls."""
         return self._calls_this_turn
 
-    def count_implicit_noop(self) -> None:
-        """Count a turn on which the agent made no call at all (it means noop)."""
-        self._counts["noop"] += 1
-
     def count_invalid(self) -> None:
         """Count a call that never became an action (unknown tool, malformed arguments)."""
         self._calls_this_turn += 1
         self._counts["invalid"] += 1
 
+    def play_turn(self, actions: Iterable[Action] = ()) -> TurnResult:
+        """One agent turn: apply `actions` in order, then end the turn (`step`)."""
+        results = tuple(self.apply(action) for action in actions)
+        return TurnResult(results, self.step())
+
     def step(self) -> StepStats:
-        """End the turn: advance the engine one step."""
+        """End the turn: a turn with no call at all (no action applied, valid or not, and no
+        invalid call counted) counts as noop, as an LLM reply without a tool call does; then the
+        engine advances one step."""
         if self.done:
             raise RuntimeError("the episode is over; no more steps")
+        if self._calls_this_turn == 0:
+            self._counts["noop"] += 1
         if self._tables:
             self._settle()
         stats = self.engine.step()

@@ -363,10 +363,8 @@ class _Slice:
             record = self._record(i)
             self.sent[i] = True
             return None if record is None else VectorStep(None, None, (), True, record)
-        if not actions:
-            sim.count_implicit_noop()
-        results = tuple(sim.apply(action) for action in actions)
-        stats = sim.step()
+        turn = sim.play_turn(actions)
+        results, stats = turn.results, turn.stats
         record = self._record(i) if sim.done else None
         self.sent[i] = sim.done
         return VectorStep(self._look(sim, ending=True), stats, results, sim.done, record)
@@ -385,12 +383,7 @@ def build(spec: EpisodeSpecLike) -> Simulator:
 
 def _play(sim: Simulator, agent: Agent) -> EpisodeRecord:
     while not sim.done:
-        actions = agent(sim)
-        if not actions:
-            sim.count_implicit_noop()
-        for action in actions:
-            sim.apply(action)
-        sim.step()
+        sim.play_turn(agent(sim))
     return sim.record()
 
 

@@ -173,15 +173,11 @@ def play(
     copy = sim.clone()
     plan: list[list[Action]] = []
     if first is not None:
-        for action in first:
-            copy.apply(action)
-        copy.step()
+        copy.play_turn(first)
         plan.append(first)
     while not copy.done:
         actions = decide(policy, copy)
-        for action in actions:
-            copy.apply(action)
-        copy.step()
+        copy.play_turn(actions)
         plan.append(actions)
     return score(copy.record()).reward, plan
 
@@ -250,8 +246,8 @@ class BoundPolicy(SimulatorPolicy):
     def _replay(self, sim: Simulator, index: int) -> tuple[float, list[list[Action]]]:
         """Pool policy `index` played from here to the end. Last turn's play-outs that began
         with the actions the bound then took and continued under this policy already played
-        exactly this (copies are exact, a stateless policy decides from the observation alone,
-        and the reward does not read the call counts in which the two paths may differ): their
+        exactly this (copies are exact and a stateless policy decides from the observation
+        alone): their
         tail is reused instead of played again: at least the incumbent's continuation, about
         4% of a `hard` episode's ~620 play-outs."""
         carried = self._carried.pop(index, None)
