@@ -57,6 +57,7 @@ from .block_pool import BlockPool
 from .catalogue import informative, log_ratio
 from .events import BlockEvent, EventKind, Medium, Reason, Subscriber
 from .frozen import slot_constructor
+from .record import EvictionRecord
 from .scenario import Scenario
 from .sequence import Sequence
 from .types import RETENTION_PRIORITY, BlockType, Quantization, Status
@@ -86,23 +87,12 @@ class StepStats:
     """Blocks the host link moved in this step (offloads and loads together)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Eviction:
-    """One discard of KV, by the agent (`forced=False`) or by the engine."""
-
-    step: int
-    seq_id: str
-    block_type: BlockType
-    priority: float
-    progress: float
-    forced: bool
-    freed_blocks: int
-    paused: bool = False
-    """True when the session was paused between calls (its KV was idle)."""
-
+Eviction = EvictionRecord
+"""The engine logs each discard of KV as the episode record's own `EvictionRecord` (one record;
+this name stays for callers that imported it from here)."""
 
 _make_step_stats = slot_constructor(StepStats)
-_make_eviction = slot_constructor(Eviction)
+_make_eviction = slot_constructor(EvictionRecord)
 
 
 class _Tally:
@@ -169,7 +159,8 @@ class Engine:
         self.waiting: deque[Sequence] = deque()
         self.sequences: dict[str, Sequence] = {}
         """Every request that has arrived, whatever its status (none in a reference engine)."""
-        self.evictions: list[Eviction] = []
+        self.evictions: list[EvictionRecord] = []
+        """Every discard of KV, by the agent or forced, warm-up included (turn < 0)."""
         self.admissions = 0
         self.draining = False
         """No arrivals and no new pauses: set for the agent-free drain that ends an episode."""
@@ -263,8 +254,8 @@ class Engine:
         else:
             seq.status = Status.DISCARDED
         self.evictions.append(
-            _make_eviction(  # Eviction(...), built faster
-                self.t,
+            _make_eviction(  # EvictionRecord(...), built faster
+                self.t - self.scenario.warmup_steps,  # the agent turn it happened in
                 seq.seq_id,
                 seq.block_type,
                 seq.priority,

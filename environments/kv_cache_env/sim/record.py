@@ -27,6 +27,9 @@ _SERIES = (
 
 @dataclass(frozen=True, slots=True)
 class EvictionRecord:
+    """One discard of KV, by the agent (`forced=False`) or by the engine, logged by the engine
+    and kept in the episode record as it is (`turn` < 0: during the unscored warm-up)."""
+
     turn: int
     seq_id: str
     block_type: BlockType

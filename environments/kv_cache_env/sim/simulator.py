@@ -40,7 +40,7 @@ from .engine import Engine, StepStats
 from .events import Subscriber
 from .frozen import slot_constructor
 from .observation import Observation, Queue, Table, build_observation
-from .record import EpisodeRecord, EvictionRecord, ResidentRecord
+from .record import EpisodeRecord, ResidentRecord
 from .reference import Reference, run_reference
 from .scenario import Scenario
 from .sequence import Sequence
@@ -50,7 +50,6 @@ from .workload import Schedule, synthesize
 UNLIMITED_BLOCKS = 1 << 40
 
 _make_resident = slot_constructor(ResidentRecord)  # ResidentRecord(...), built faster
-_make_eviction_record = slot_constructor(EvictionRecord)
 
 
 def run_reference_stepwise(scenario: Scenario, schedule: Schedule) -> Reference:
@@ -337,25 +336,11 @@ class Simulator:
         return tuple(residents)
 
     def record(self) -> EpisodeRecord:
-        warmup = self.scenario.warmup_steps
         engine = self.engine
         stats = self._stats
         drain = self._drain
         residents = self._residents if self.done else self._resident_snapshot()
-        evictions = tuple(
-            _make_eviction_record(  # EvictionRecord(...), built faster
-                e.step - warmup,
-                e.seq_id,
-                e.block_type,
-                e.priority,
-                e.progress,
-                e.forced,
-                e.freed_blocks,
-                e.paused,
-            )
-            for e in engine.evictions
-            if e.step >= warmup
-        )
+        evictions = tuple(e for e in engine.evictions if e.turn >= 0)  # warm-up's are unscored
         return EpisodeRecord(
             scenario=self.scenario.name,
             seed=self.seed,
