@@ -32,6 +32,7 @@ import math
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -378,29 +379,53 @@ class Simulator:
         )
 
     # --- copies and checks -------------------------------------------------------------------
+    # --- copying (declared as in `Engine`: a clone cannot forget a field) ---------------------
+    SHARED_FIELDS: ClassVar[tuple[str, ...]] = (
+        "scenario",
+        "seed",
+        "schedule",
+        "reference",
+        "turn",
+        "_drain_failures",
+        "_residents",
+        "_calls_this_turn",
+    )
+    """Fields a clone shares: immutable values (the residents are a tuple of frozen records)."""
+    READ_ONLY_FIELDS: ClassVar[frozenset[str]] = frozenset()
+    OWN_FIELDS: ClassVar[tuple[str, ...]] = (
+        "engine",
+        "_stats",
+        "_drain",
+        "_calls_per_turn",
+        "_counts",
+        "_tables",
+    )
+    """Fields a clone gets its own of: the engine's clone, the logs, the call counts, and no
+    lazy tables (those handed out describe, and are settled by, the original)."""
+
     def clone(self) -> Simulator:
         """An independent copy at the same point (lookahead plays futures on it)."""
+        state = self.__dict__
+        if len(state) != _SIMULATOR_FIELDS:
+            declared = {*Simulator.SHARED_FIELDS, *Simulator.OWN_FIELDS}
+            raise AssertionError(
+                f"Simulator fields no clone group declares: {set(state) - declared}"
+            )
         clone = Simulator.__new__(Simulator)
-        clone.scenario = self.scenario
-        clone.seed = self.seed
-        clone.schedule = self.schedule
-        clone.reference = self.reference
+        clone.__dict__.update({name: state[name] for name in Simulator.SHARED_FIELDS})
         clone.engine = self.engine.clone()
-        clone.turn = self.turn
         clone._stats = list(self._stats)
         clone._drain = list(self._drain)
-        clone._drain_failures = self._drain_failures
-        clone._residents = self._residents
-        clone._calls_this_turn = self._calls_this_turn
         clone._calls_per_turn = list(self._calls_per_turn)
         clone._counts = dict(self._counts)
-        clone._tables = []  # the tables handed out describe (and are settled by) this one
+        clone._tables = []
         return clone
 
     def check_invariants(self) -> None:
         self.engine.check()
 
 
+_SIMULATOR_FIELDS = len(Simulator.SHARED_FIELDS) + len(Simulator.OWN_FIELDS)
 _HOLDING = (Status.RUNNING, Status.PAUSED, Status.SWAPPED)
 _ON_GPU = (Status.RUNNING, Status.PAUSED)
 
