@@ -147,6 +147,17 @@ class BlockPool:
         self.note_peak()
         return reclaimed
 
+    def take_free(self, n: int) -> None:
+        """Take `n` blocks the caller knows are free (`n <= num_free`: no cached block is
+        reclaimed) for private use, and note the peak. The engine's decode loop counts the
+        growth of many sequences against `num_free` and takes it here in one call (vLLM's
+        `allocate_slots` for a batch, without `allocate`'s checks)."""
+        self.num_free -= n
+        self.num_private += n
+        used = self.num_private + len(self.shared) * self.unit
+        if used > self.peak_used:
+            self.peak_used = used
+
     def free(self, n: int) -> None:
         """Return `n` private blocks."""
         if n < 0 or n > self.num_private:

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
+from .admission import first_chunk_blocks, prefill_left
 from .block_pool import BlockPool
 from .catalogue import informative, log_ratio
 from .events import BlockEvent, EventKind, Medium, Reason, Subscriber
@@ -170,10 +171,11 @@ class Engine:
         self._quality = _quality_table(scenario)
         self._prefill_budget = scenario.prefill_tokens_per_step
         self._step_seconds = scenario.step_seconds
-        self._per_block = {level: self.block_size * level.packing for level in Quantization}
+        self.tokens_per_block = {level: self.block_size * level.packing for level in Quantization}
+        """Tokens one physical block holds at each precision (read-only)."""
         self.max_decode_blocks = -(
             -max((r.decode_rate for r in schedule.requests), default=0)
-            // min(self._per_block.values())
+            // min(self.tokens_per_block.values())
         )
         """Blocks one decode step can take at most for any sequence of the schedule (its
         fastest decode rate at the smallest block): `Table.decode_growth_at_most`."""
@@ -195,24 +197,31 @@ class Engine:
             return 0
         return self.pool.sole_held(seq.request.prefix_hashes[: seq.prefix_held]) * self._unit
 
-    def _first_chunk_blocks(self, seq: Sequence, remaining: int, level: Quantization) -> int:
-        """Private blocks `seq` holds after computing its first prefill chunk from `remaining`."""
-        after = max(remaining - self._prefill_budget, 0)
+    def _admission(self, seq: Sequence, hits: int) -> tuple[int, Quantization, int]:
+        """Admitting `seq` with `hits` prefix blocks cached: the tokens it has left to prefill,
+        the precision its KV starts at, and the private blocks of its first prefill chunk
+        (`admission`). Offloaded KV comes back as it left (its precision, its own prefill)."""
         private = seq.private_prompt + seq.generated
-        kv = private - min(after, private)
-        return -(-kv // self._per_block[level])
+        if seq.cpu_blocks:
+            remaining, level = seq.prefill_remaining, seq.quantization_level
+        else:
+            remaining = prefill_left(private, seq.prefix_tokens, hits * self._hash_tokens)
+            level = self.base_level
+        per_block = self.tokens_per_block[level]
+        return (
+            remaining,
+            level,
+            first_chunk_blocks(private, remaining, self._prefill_budget, per_block),
+        )
 
     def admission_need(self, seq: Sequence) -> int:
         """Fresh blocks admitting `seq` now takes, net of prefix hits: prefix misses, its
         offloaded KV (loaded back) and the private blocks of its first prefill chunk."""
         hashes = seq.request.prefix_hashes
         hits, _ = self.pool.cached_hit_length(hashes)
-        misses = (len(hashes) - hits) * self._unit
-        if seq.cpu_blocks:
-            chunk = self._first_chunk_blocks(seq, seq.prefill_remaining, seq.quantization_level)
-            return misses + max(chunk, seq.cpu_blocks)
-        remaining = seq.context_tokens - min(hits * self._hash_tokens, seq.prefix_tokens)
-        return misses + self._first_chunk_blocks(seq, remaining, self.base_level)
+        chunk = self._admission(seq, hits)[2]
+        loaded = seq.cpu_blocks
+        return (len(hashes) - hits) * self._unit + (chunk if chunk > loaded else loaded)
 
     def head_need(self) -> int:
         """Fresh blocks the first admissible waiting request needs (0 if none)."""
@@ -463,11 +472,12 @@ class Engine:
         private blocks of the sequences that computed. The hot loop of the simulator:
         attributes are read into locals on purpose. `preempted` says whether the fallback
         preempted in this step (only then can a later sequence have left the running set). The
-        fresh blocks decode growth takes are counted in `free` / `taken` and written to the pool
-        (with its peak) before anything else reads or changes it (`_grow`, the loop's end);
+        fresh blocks decode growth takes are counted in `free` / `taken` and taken from the pool
+        (`BlockPool.take_free`, with its peak) before anything else reads or changes it (`_grow`,
+        the loop's end);
         used blocks only grow in between, so the peak then is the peak of every allocation."""
         t, budget, pool = self.t, self._prefill_budget, self.pool
-        quality, per_block_of, base_level = self._quality, self._per_block, self.base_level
+        quality, per_block_of, base_level = self._quality, self.tokens_per_block, self.base_level
         running_status = Status.RUNNING
         preempted = False
         tokens = active = taken = 0
@@ -504,10 +514,8 @@ class Engine:
                     free -= need
                     taken += need
                 else:
-                    pool.num_free = free
-                    pool.num_private += taken
+                    pool.take_free(taken)  # (free == pool.num_free - taken)
                     taken = 0
-                    pool.note_peak()
                     grown, others = self._grow(seq, need, kv, tally)
                     preempted = preempted or others
                     free = pool.num_free
@@ -529,9 +537,7 @@ class Engine:
             else:
                 effective += n * quality[level, seq.request.block_type]
             active += gpu
-        pool.num_free = free
-        pool.num_private += taken
-        pool.note_peak()
+        pool.take_free(taken)
         tally.tokens += tokens
         tally.effective += effective
         return active
@@ -550,7 +556,7 @@ class Engine:
                 return False, True
         self._reclaimed(pool.allocate(need))
         if self.subscribers:
-            per_block = self._per_block[seq.quantization_level]
+            per_block = self.tokens_per_block[seq.quantization_level]
             start = seq.prefix_tokens + min(seq.gpu_blocks * per_block, kv)
             self._emit("stored", "gpu", "grow", seq, need, (start, seq.prefix_tokens + kv))
         return True, preempted
@@ -595,12 +601,10 @@ class Engine:
         self.running = still_running
 
     def _finish(self, seq: Sequence) -> None:
-        # Once per request: `pool.free` and `_release_prefix` written out (two calls and the
-        # free's checks saved; a finishing sequence holds its blocks, so they cannot fail).
+        # Once per request: its private blocks back to the pool, its prefix references released.
         pool = self.pool
         blocks = seq.gpu_blocks
-        pool.num_private -= blocks
-        pool.num_free += blocks
+        pool.free(blocks)
         if self.subscribers:
             self._emit("removed", "gpu", "finish", seq, blocks)
         if seq.prefix_held:
@@ -643,21 +647,9 @@ class Engine:
         # (a request without a shared prefix skips the pool's chain walks)
         hits, cached_hits = pool.cached_hit_length(hashes) if hashes else (0, 0)
         loaded = seq.cpu_blocks
-        private = seq.private_prompt + seq.generated
-        if loaded:
-            remaining = seq.prefill_remaining
-            level = seq.quantization_level
-        else:
-            prefix = seq.prefix_tokens
-            hit_tokens = hits * self._hash_tokens
-            remaining = private + (prefix - hit_tokens if hit_tokens < prefix else 0)
-            level = self.base_level
-        # `_first_chunk_blocks` written out (once per admission attempt, ~11 k in a Mooncake
-        # replay), as is `pool.available`
-        after = remaining - self._prefill_budget
-        kv = private - after if 0 < after < private else (private if after <= 0 else 0)
-        chunk = -(-kv // self._per_block[level])
+        remaining, level, chunk = self._admission(seq, hits)
         unit = self._unit
+        # (`pool.available` written out, net of the cached blocks the hits will reference)
         if (len(hashes) - hits) * unit + (chunk if chunk > loaded else loaded) + reserved > (
             pool.num_free + (len(pool.cached) - cached_hits) * unit
         ):
@@ -799,11 +791,13 @@ class Engine:
         "_quality",
         "_prefill_budget",
         "_step_seconds",
-        "_per_block",
+        "tokens_per_block",
         "max_decode_blocks",
     )
     """Fields a clone shares: immutable values, and the tables in `READ_ONLY_FIELDS`."""
-    READ_ONLY_FIELDS: ClassVar[frozenset[str]] = frozenset({"_arrivals", "_quality", "_per_block"})
+    READ_ONLY_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"_arrivals", "_quality", "tokens_per_block"}
+    )
     """Shared containers built at construction and only read after it."""
     OWN_FIELDS: ClassVar[tuple[str, ...]] = (
         "pool",

@@ -232,7 +232,7 @@ class Table(_Deferred, Sequence[EntryView]):
         counts: not paused, not swapped, not in prefill), the same integer sum."""
         engine = self._engine
         assert engine is not None, "decode_growth of a built table: sum its entries"
-        per_block = engine._per_block  # block_size * packing, per level
+        per_block = engine.tokens_per_block  # block_size * packing, per level
         return sum(
             -(-s.request.decode_rate // per_block[s.quantization_level])
             for s in engine.running

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .admission import prefill_left
 from .scenario import Scenario
 from .types import Quantization
 from .workload import FollowUp, Request, Schedule
@@ -260,8 +261,7 @@ class _ReferenceRun:
                 self.holders[hashes] = held + 1
                 # held: another holder references the whole chain, every hash a hit
                 hits = len(hashes) if held else _acquire(hashes, self.counts, self.known)
-                hit_tokens = hits * hash_tokens
-                remaining = prompt - (hit_tokens if hit_tokens < prefix else prefix)
+                remaining = prefill_left(prompt - prefix, prefix, hits * hash_tokens)
             else:
                 remaining = prompt
             run.remaining = remaining if remaining > 1 else 1

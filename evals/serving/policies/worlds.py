@@ -93,7 +93,7 @@ def _install(world: Simulator, schedule: Schedule, redrawn: dict[str, Request]) 
     engine._next_return = min((s.resume_step for s in engine.paused), default=1 << 62)
     world.schedule = engine.schedule = schedule
     engine._arrivals = schedule.arrivals_by_step()
-    block = engine._per_block
+    block = engine.tokens_per_block
     fastest = max((r.decode_rate for r in schedule.requests), default=0)
     engine.max_decode_blocks = -(-fastest // min(block.values()))
     world.reference = run_reference(world.scenario, schedule)
