@@ -42,7 +42,16 @@ from .limits import (
     check_tokens,
     trace_seconds,
 )
-from .sim import FollowUp, PauseKind, Scenario, Schedule, get_scenario
+from .sim import (
+    BlockType,
+    FollowUp,
+    PauseKind,
+    Request,
+    RequestProfile,
+    Scenario,
+    Schedule,
+    get_scenario,
+)
 from .sim.frozen import slot_constructor
 from .sim.workload import draw_sessions, make_followup, make_request
 from .trace_data import BUILTIN_TRACES, resolve_trace, trace_format
@@ -407,12 +416,47 @@ def trace_schedule(trace: Trace, scenario: Scenario, seed: int, *, full: bool = 
         followups = _trace_followups(window, sessions, arrivals, service)
         plan_of: dict[int, int] = {}  # a chat's later turns are not announced: no plan
         pace_of: dict[int, float] = {}  # its pauses are the trace's own gaps
-    shared = _shared_hashes(window, sessions)
     # Python numbers (the same values) and each type's profile once: numpy scalar indexing and
     # a profile lookup per request were a third of a full Mooncake schedule's time
-    type_of, uniform_of, rate_of = type_index.tolist(), uniforms.tolist(), rates.tolist()
     profiles = dict(scenario.profiles)
-    per_type = [(t, profiles[t]) for t in types]
+    draws = _Draws(
+        [(t, profiles[t]) for t in types], type_index.tolist(), uniforms.tolist(), rates.tolist()
+    )
+    requests = _session_requests(
+        trace, window, sessions, arrivals, draws, (followups, plan_of, pace_of)
+    )
+    return Schedule(requests=tuple(requests), horizon=horizon)
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """The per-request draws of a trace window: block type (with its profile), priority uniform
+    and decode rate, indexed like the window."""
+
+    per_type: list[tuple[BlockType, RequestProfile]]
+    type_of: list[int]
+    uniform_of: list[float]
+    rate_of: list[int]
+
+
+def _session_requests(
+    trace: Trace,
+    window: Sequence[TraceRequest],
+    sessions: list[list[int]],
+    arrivals: list[int],
+    draws: _Draws,
+    plans: tuple[dict[int, tuple[FollowUp, ...]], dict[int, int], dict[int, float]],
+) -> list[Request]:
+    """One request per session, from its first call (`trace_schedule`'s last part): the
+    session's follow-ups, plan and pace as `plans` gives them."""
+    followups, plan_of, pace_of = plans
+    shared = _shared_hashes(window, sessions)
+    per_type, type_of, uniform_of, rate_of = (
+        draws.per_type,
+        draws.type_of,
+        draws.uniform_of,
+        draws.rate_of,
+    )
     requests = []
     for calls in sessions:
         i = calls[0]
@@ -439,7 +483,7 @@ def trace_schedule(trace: Trace, scenario: Scenario, seed: int, *, full: bool = 
                 pace=pace_of.get(i, 1.0),
             )
         )
-    return Schedule(requests=tuple(requests), horizon=horizon)
+    return requests
 
 
 def _trace_followups(

@@ -126,8 +126,10 @@ class SignalText:
                 (f"{name} week", "plain"),
             ]
         phrase, joins = options[int(self.rng.integers(len(options)))]
-        if part < 0:
-            return phrase
+        return phrase if part < 0 else self._with_part(phrase, joins, part)
+
+    def _with_part(self, phrase: str, joins: str, part: int) -> str:
+        """`phrase` (a day) narrowed to `part` of it, as `joins` says the two combine."""
         if joins == "tomorrow":
             return self.pick(
                 [
