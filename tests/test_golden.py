@@ -95,6 +95,7 @@ def test_prompt_cache_family_matches_the_golden_run(tmp_path: Path) -> None:
 # --- the paths a layout refactor moves: planners, the vector simulator, Gymnasium, validate ---
 # Generated on the commit before the first move (`KVARENA_UPDATE_GOLDEN=1`), so a refactor that
 # keeps behaviour leaves these bytes as they are.
+@pytest.mark.long_running
 def test_planners_match_the_golden_run(tmp_path: Path) -> None:
     """The clairvoyant bound, the honest expert and the learned policy on seed 0 of every suite
     scenario (the bound comes from the shipped reference table only while that table is current
