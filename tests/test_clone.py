@@ -30,7 +30,7 @@ def _busy_simulator() -> Simulator:
         actions = [swap(e.seq_id) for e in obs.entries if e.paused][:2]
         actions += [compress(e.seq_id) for e in obs.entries if not e.paused][:3]
         sim.play_turn(actions)
-    assert sim.engine.running and sim.engine.paused and sim.engine.evictions is not None
+    assert sim.engine.running and sim.engine.paused and sim.engine.waiting
     return sim
 
 

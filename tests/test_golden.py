@@ -41,15 +41,19 @@ def test_results_match_the_golden_run(name: str, tmp_path: Path) -> None:
     if args[0] == "eval":
         args += ["-n", "1"] if "-n" not in args else []
         args += ["-j", "1"]
+    _compare(_cli_results(args, tmp_path), GOLDEN / f"{name}.jsonl", name)
+
+
+def _cli_results(args: list[str], out: Path) -> bytes:
+    """`kvarena ARGS -o OUT` in a fresh process; the results.jsonl it wrote."""
     done = subprocess.run(
-        [sys.executable, "-m", "evals.cli", *args, "-o", str(tmp_path)],
+        [sys.executable, "-m", "evals.cli", *args, "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    produced = (tmp_path / "results.jsonl").read_bytes()
-    _compare(produced, GOLDEN / f"{name}.jsonl", name)
+    return (out / "results.jsonl").read_bytes()
 
 
 def _compare(produced: bytes, golden: Path, name: str) -> None:
@@ -103,14 +107,7 @@ def test_planners_match_the_golden_run(tmp_path: Path) -> None:
     from kv_cache_env.sim import SUITE
 
     args = ["eval", "-p", "bound,expert,learned", "-s", ",".join(SUITE), "-n", "1", "-j", "1"]
-    done = subprocess.run(
-        [sys.executable, "-m", "evals.cli", *args, "-o", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    produced = (tmp_path / "results.jsonl").read_bytes()
+    produced = _cli_results(args, tmp_path)
     _compare(produced, GOLDEN / "serving-planners.jsonl", "serving-planners")
 
 
