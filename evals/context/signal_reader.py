@@ -35,11 +35,13 @@ The rules (also in the docs' context page):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kv_cache_env.context.episode import ContextEpisode, recall_latency_s
 from kv_cache_env.context.extractive import question_parts, split_sentences
 from kv_cache_env.context.lexicon import lexicon
+from kv_cache_env.context.types import Message
 from rubrics.context import RECALL_SLO_S
 
 from .extraction import Found, Key, _kind_classes, parse_message
@@ -302,14 +304,19 @@ class SignalReader:
 
     # --- reading ----------------------------------------------------------------------
 
-    def read(self, episode: ContextEpisode) -> None:
+    def unread(self, episode: ContextEpisode) -> Iterator[Message]:
+        """The messages up to the current one not read yet, system prompts skipped; each counts
+        as read once it is handed out."""
         messages = episode.conversation.messages
-        now = episode.current_message.index
-        while self.seen <= now:
+        while self.seen <= episode.current_message.index:
             message = messages[self.seen]
             self.seen += 1
-            if message.role == "system":
-                continue
+            if message.role != "system":
+                yield message
+
+    def read(self, episode: ContextEpisode) -> None:
+        now = episode.current_message.index
+        for message in self.unread(episode):
             sentences = split_sentences(message.text)
             if message.role == "user":
                 self.turn += 1

@@ -72,13 +72,7 @@ class TemplateSignalReader(SignalReader):
         return named_time(text, today, self.weekday)
 
     def read(self, episode: ContextEpisode) -> None:
-        messages = episode.conversation.messages
-        now = episode.current_message.index
-        while self.seen <= now:
-            message = messages[self.seen]
-            self.seen += 1
-            if message.role == "system":
-                continue
+        for message in self.unread(episode):
             if message.role == "user":
                 self.turn += 1
                 opening = DAY_OPENING.search(message.text)
