@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from kv_cache_env.context.episode import ContextRecord
+from kv_context_env.sim.episode import ContextRecord
 
 RECALL_SLO_S = 0.2
 """Time-to-first-token objective of a chat answer, against which recall latency is priced

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 import time
 
-from kv_cache_env.context.archive import TurnArchive
-from kv_cache_env.context.types import ArchivedTurn
+from kv_context_env.sim.archive import TurnArchive
+from kv_context_env.types import ArchivedTurn
 
 
 def turn(i: int) -> ArchivedTurn:

@@ -13,12 +13,12 @@ from conftest import req, tiny_sim
 from hypothesis import HealthCheck, example, given, settings
 
 from kv_cache_env.agent import ModelReply, assistant_message
-from kv_cache_env.context.agent import call_context_tool
-from kv_cache_env.context.conversation import generate_conversation
-from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.replies import MAX_ERROR_CHARS, ToolCall, tool_calls_from_openai
 from kv_cache_env.responses import ProviderError, anthropic_reply, openai_reply
 from kv_cache_env.tools import TOOL_NAMES, run_call
+from kv_context_env.generator.conversation import generate_conversation
+from kv_context_env.llm.agent import call_context_tool
+from kv_context_env.sim.episode import ContextEpisode
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

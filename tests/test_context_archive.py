@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from _archive_writer import turn
 
-from kv_cache_env.context.archive import TurnArchive, fts_query
-from kv_cache_env.context.types import ArchivedTurn
+from kv_context_env.sim.archive import TurnArchive, fts_query
+from kv_context_env.types import ArchivedTurn
 
 WRITER = Path(__file__).with_name("_archive_writer.py")
 

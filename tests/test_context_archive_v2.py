@@ -8,18 +8,18 @@ from __future__ import annotations
 import pytest
 
 from evals.context.policies import oracle, trt_lru
-from kv_cache_env.context.agent import render_context
-from kv_cache_env.context.archive import fts_query
-from kv_cache_env.context.conversation import generate_conversation
-from kv_cache_env.context.episode import (
+from kv_context_env.generator.conversation import generate_conversation
+from kv_context_env.llm.agent import render_context
+from kv_context_env.readers.extractive import extractive_answer
+from kv_context_env.sim.archive import fts_query
+from kv_context_env.sim.episode import (
     RECALL_PREFILL_TOKENS_PER_S,
     RECALL_SEARCH_S,
     ContextEpisode,
     recall_latency_s,
 )
-from kv_cache_env.context.extractive import extractive_answer
-from kv_cache_env.context.types import Conversation, Question
-from kv_cache_env.context.values import names_value
+from kv_context_env.sim.values import names_value
+from kv_context_env.types import Conversation, Question
 from rubrics.context import RECALL_SLO_S, context_score
 
 

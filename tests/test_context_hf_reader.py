@@ -9,7 +9,7 @@ the KV-cache greedy loop agrees with full recomputation.
 
 import pytest
 
-from kv_cache_env.context.hf_reader import (
+from kv_context_env.readers.hf_reader import (
     PLAIN_PROMPT,
     absolute_position_ids,
     block_attention_mask,
@@ -134,7 +134,7 @@ KEEP = [True, True, False, True]  # block 2 (tokens 32..47) evicted
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 def test_masked_block_is_invisible_and_visible_block_is_not(attn, ids):
-    from kv_cache_env.context.hf_reader import masked_logits
+    from kv_context_env.readers.hf_reader import masked_logits
 
     model = _tiny_model(attn)
     history, question = ids
@@ -158,7 +158,7 @@ def test_masked_block_is_invisible_and_visible_block_is_not(attn, ids):
 def test_evicting_the_first_block_stays_finite(attn, ids):
     """Block 0 masked: its own queries attend to nothing; that must not poison later tokens."""
     torch = pytest.importorskip("torch")
-    from kv_cache_env.context.hf_reader import masked_logits
+    from kv_context_env.readers.hf_reader import masked_logits
 
     model = _tiny_model(attn)
     history, question = ids
@@ -171,7 +171,7 @@ def test_evicting_the_first_block_stays_finite(attn, ids):
 def test_positions_are_absolute(model, ids):
     """(iii) Masking block 2 == cutting it out while keeping positions 48.. for what follows;
     != cutting it out and renumbering (what a cumsum-derived position would do)."""
-    from kv_cache_env.context.hf_reader import forward_logits, masked_logits
+    from kv_context_env.readers.hf_reader import forward_logits, masked_logits
 
     history, question = ids
     masked = masked_logits(model, history, KEEP, question)
@@ -206,7 +206,7 @@ def test_positions_are_absolute(model, ids):
 
 def _greedy_without_cache(model, input_ids, mask, n_new):
     """Reference: recompute the whole sequence for each new token (no KV cache)."""
-    from kv_cache_env.context.hf_reader import forward_logits
+    from kv_context_env.readers.hf_reader import forward_logits
 
     seq, m, out = list(input_ids), list(mask), []
     for _ in range(n_new):
@@ -220,7 +220,7 @@ def _greedy_without_cache(model, input_ids, mask, n_new):
 def test_greedy_loop_matches_argmax_and_full_recomputation(model, ids):
     """(iv) First token == argmax of masked_logits; all tokens == the no-cache reference
     (positions previous + 1, mask extended by 1); deterministic."""
-    from kv_cache_env.context.hf_reader import greedy_generate, masked_logits
+    from kv_context_env.readers.hf_reader import greedy_generate, masked_logits
 
     history, question = ids
     mask = block_attention_mask(HISTORY, KEEP, QUESTION)
@@ -282,7 +282,7 @@ def reader_dir(tmp_path_factory):
 
 
 def test_reader_masks_exactly_the_evicted_characters(reader_dir):
-    from kv_cache_env.context.hf_reader import HfReader
+    from kv_context_env.readers.hf_reader import HfReader
 
     reader = HfReader(reader_dir, max_new_tokens=6, attn_implementation="eager")
     tokenizer = reader.tokenizer
@@ -310,7 +310,7 @@ def test_reader_masks_exactly_the_evicted_characters(reader_dir):
 
 
 def test_reader_answer_ignores_evicted_text_end_to_end(reader_dir):
-    from kv_cache_env.context.hf_reader import HfReader, forward_logits, greedy_generate
+    from kv_context_env.readers.hf_reader import HfReader, forward_logits, greedy_generate
 
     reader = HfReader(reader_dir, max_new_tokens=6, attn_implementation="eager")
     question = "what is the launch code"
@@ -335,7 +335,7 @@ def test_reader_answer_ignores_evicted_text_end_to_end(reader_dir):
 def test_reader_refuses_remote_names_and_explains_missing_dependencies(tmp_path, monkeypatch):
     import builtins
 
-    from kv_cache_env.context import hf_reader
+    from kv_context_env.readers import hf_reader
 
     with pytest.raises(ValueError, match="local directory"):
         hf_reader.HfReader("org/some-model-on-the-hub")
@@ -353,7 +353,7 @@ def test_reader_refuses_remote_names_and_explains_missing_dependencies(tmp_path,
 
 
 def test_reader_uses_the_chat_template_without_a_second_bos(reader_dir):
-    from kv_cache_env.context.hf_reader import HfReader
+    from kv_context_env.readers.hf_reader import HfReader
 
     reader = HfReader(reader_dir, max_new_tokens=2)
     assert reader.question_text("what is the code") == "Question: what is the code\nAnswer:"

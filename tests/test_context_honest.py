@@ -10,9 +10,9 @@ import dataclasses
 import pytest
 
 from evals.context.validate import READERS, make_policy
-from kv_cache_env.context.conversation import generate_conversation
-from kv_cache_env.context.episode import ContextEpisode
-from kv_cache_env.context.types import Conversation, FactSpan
+from kv_context_env.generator.conversation import generate_conversation
+from kv_context_env.sim.episode import ContextEpisode
+from kv_context_env.types import Conversation, FactSpan
 
 
 def _blind(conversation: Conversation) -> Conversation:
@@ -77,9 +77,9 @@ def test_the_reference_reads_signals_by_their_rules_not_a_phrase_list() -> None:
     time from each; the closed-template reader of an earlier generator links far fewer."""
     from evals.context.signal_reader import SignalReader
     from evals.context.template_signals import TemplateSignalReader
-    from kv_cache_env.context.conversation import generate_conversation
-    from kv_cache_env.context.episode import ContextEpisode
-    from kv_cache_env.context.extractive import extractive_answer
+    from kv_context_env.generator.conversation import generate_conversation
+    from kv_context_env.readers.extractive import extractive_answer
+    from kv_context_env.sim.episode import ContextEpisode
 
     c = generate_conversation(5, "hard")
     said = {

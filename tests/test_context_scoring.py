@@ -2,7 +2,7 @@
 
 import pytest
 
-from kv_cache_env.context.scoring import mean_rouge_l, rouge_l
+from kv_context_env.sim.scoring import mean_rouge_l, rouge_l
 
 
 def test_identical_is_one_and_disjoint_is_zero():

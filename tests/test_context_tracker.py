@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kv_cache_env.context.archive import TurnArchive
-from kv_cache_env.context.cache import BlockCache
-from kv_cache_env.context.tracker import ContextTracker
-from kv_cache_env.context.types import ArchivedTurn, BlocksRemoved, Kind, Message, Role
+from kv_context_env.sim.archive import TurnArchive
+from kv_context_env.sim.cache import BlockCache
+from kv_context_env.sim.tracker import ContextTracker
+from kv_context_env.types import ArchivedTurn, BlocksRemoved, Kind, Message, Role
 
 B = 16
 

@@ -9,16 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kv_cache_env.context.episode import ContextRecord, QuestionResult
-from kv_cache_env.context.scoring import rouge_l
-from kv_cache_env.context.tokenizer import count_tokens
-from kv_cache_env.context.values import (
+from kv_context_env.sim.episode import ContextRecord, QuestionResult
+from kv_context_env.sim.scoring import rouge_l
+from kv_context_env.sim.values import (
     MAX_ANSWER_TOKENS,
     VERDICT_SCORES,
     judge_answer,
     names_value,
     person_normalised,
 )
+from kv_context_env.tokenizer import count_tokens
 from rubrics.context import (
     CONTEXT_COMPONENTS,
     answer_quality,

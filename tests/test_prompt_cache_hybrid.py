@@ -22,10 +22,10 @@ from evals.prompt_cache.requests import RequestShape, part_positions, request_un
 from evals.prompt_cache.strategies import HybridPlanner, make_planner
 from evals.prompt_cache.tiers import TierConfig
 from kv_cache_env.agent import ModelReply, ToolCall
-from kv_cache_env.context.agent import CONTEXT_TOOLS, play_context_episode
-from kv_cache_env.context.conversation import generate_conversation
-from kv_cache_env.context.episode import ContextEpisode
-from kv_cache_env.context.readers import extractive_reader
+from kv_context_env.generator.conversation import generate_conversation
+from kv_context_env.llm.agent import CONTEXT_TOOLS, play_context_episode
+from kv_context_env.readers.extractive import extractive_reader
+from kv_context_env.sim.episode import ContextEpisode
 
 Message = dict[str, Any]
 SMALL = TierConfig(cache_min_tokens=200, cache_buffer_multiplier=1.0)

@@ -5,7 +5,7 @@ arriving per turn, and the planted questions are answered by a reader from what 
 - `KvContextTask.setup` builds the live `ContextEpisode` into `trace.state.episode`;
   `finalize` stores the record in `trace.info["context_record"]`; rewards and metrics are
   computed from that record only (so `vf-replay` re-scores identically).
-- `KvContextHarness` runs the loop in-process (`kv_cache_env.context.agent`), every model call
+- `KvContextHarness` runs the loop in-process (`kv_context_env.llm.agent`), every model call
   through the rollout's interception endpoint. The reader is the fixed extractive reader by
   default, so the policy model cannot raise its own reward by how it phrases answers; `model`
   makes the model itself read (a tool-free call per question). Either way the answer is scored
@@ -23,16 +23,16 @@ import openai
 import verifiers.v1 as vf
 from pydantic import ConfigDict
 
-from kv_cache_env.context.agent import (
+from kv_cache_env.openai_chat import openai_chat
+from kv_context_env.generator.conversation import LEVELS, generate_conversation
+from kv_context_env.llm.agent import (
     context_system_prompt,
     play_context_episode,
     render_context,
 )
-from kv_cache_env.context.conversation import LEVELS, generate_conversation
-from kv_cache_env.context.episode import ContextEpisode, ContextRecord
-from kv_cache_env.context.extractive import extractive_answer
-from kv_cache_env.context.readers import ChatReader
-from kv_cache_env.openai_chat import openai_chat
+from kv_context_env.llm.chat_reader import ChatReader
+from kv_context_env.readers.extractive import extractive_answer
+from kv_context_env.sim.episode import ContextEpisode, ContextRecord
 from rubrics.context import CONTEXT_COMPONENTS, CONTEXT_WEIGHTS, context_metrics
 
 RECORD_KEY = "context_record"

@@ -6,6 +6,6 @@ one episode with a baseline or an LLM agent and a reader, `policies` holds the b
 earlier generator's phrase-list reader, an attack) what `validate` plays,
 `sizing` the live load and novelty, `text_agent` the keyless text agent the policy server
 speaks, `validate` the family's checks for `kvarena validate`. The
-simulator, readers and agent loop live in `kv_cache_env.context`, the rubric in
+simulator, readers and agent loop live in `kv_context_env`, the rubric in
 `rubrics.context`.
 """

@@ -22,11 +22,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kv_cache_env.context.conversation import LEVELS, generate_conversation
-from kv_cache_env.context.episode import ContextEpisode
 from kv_cache_env.replies import one_line
 from kv_cache_env.responses import ProviderError
 from kv_cache_env.suggest import unknown_name
+from kv_context_env.generator.conversation import LEVELS, generate_conversation
+from kv_context_env.sim.episode import ContextEpisode
 
 from ..common.console import console as err_console
 from ..common.durable import LineLog, OutputError, describe, refuse_links, write_atomic
@@ -233,8 +233,8 @@ def _play_model(
     import openai
 
     from kv_cache_env.agent import Transcript
-    from kv_cache_env.context.agent import CONTEXT_TOOLS, play_context_episode
     from kv_cache_env.openai_chat import openai_chat
+    from kv_context_env.llm.agent import CONTEXT_TOOLS, play_context_episode
 
     base_url, key, model = endpoint
     agent = args.model or model

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 
-from kv_cache_env.context.episode import ContextEpisode
-from kv_cache_env.context.extractive import question_parts, split_sentences, value_patterns
-from kv_cache_env.context.lexicon import lexicon
-from kv_cache_env.context.types import Conversation
+from kv_context_env.generator.lexicon import lexicon
+from kv_context_env.readers.extractive import question_parts, split_sentences, value_patterns
+from kv_context_env.sim.episode import ContextEpisode
+from kv_context_env.types import Conversation
 
 from .keeping import evict_except, fill, locate, span_blocks
 from .policies import ContextPolicy

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from weakref import WeakKeyDictionary
 
-from kv_cache_env.context.episode import ContextEpisode
-from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer
+from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer
+from kv_context_env.sim.episode import ContextEpisode
 
 Where = tuple[int, int, int]
 """(cache index of a message, first character, end character) of a sentence in the cache."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from kv_cache_env.context.episode import ContextEpisode
+from kv_context_env.sim.episode import ContextEpisode
 
 from .keeping import evict_except, fill, locate, span_blocks
 

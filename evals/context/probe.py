@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kv_cache_env.context.conversation import generate_conversation
-from kv_cache_env.context.episode import ContextEpisode
-from kv_cache_env.context.extractive import value_patterns
-from kv_cache_env.context.types import Conversation
+from kv_context_env.generator.conversation import generate_conversation
+from kv_context_env.readers.extractive import value_patterns
+from kv_context_env.sim.episode import ContextEpisode
+from kv_context_env.types import Conversation
 
 from .keeping import evict_except, fill, recall_on_demand, span_blocks
 from .policies import ContextPolicy

@@ -5,7 +5,8 @@ Readers (who answers the planted questions from what the cache still holds):
 - `extractive` (default): the deterministic extractive reader, keyless;
 - `hf:PATH`: a local Hugging Face causal LM through the block attention mask (`hf` extra);
 - a chat model: any OpenAI-compatible endpoint (`ChatReader`), e.g. the `local:` model.
-The keyless and chat readers live in `kv_cache_env.context.readers` (the taskset uses them too).
+The keyless and chat readers live in `kv_context_env.readers.extractive` and
+`kv_context_env.llm.chat_reader` (the taskset uses them too).
 
 One result per episode, JSON-ready: agent, reader, level, seed, status, reward, components,
 metrics and the full record.
@@ -16,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kv_cache_env.context import CONTEXT_SUITE_VERSION
-from kv_cache_env.context.conversation import generate_conversation
-from kv_cache_env.context.episode import ContextEpisode, ContextRecord
-from kv_cache_env.context.readers import ChatReader, Reader, extractive_reader
+from kv_context_env import CONTEXT_SUITE_VERSION
+from kv_context_env.generator.conversation import generate_conversation
+from kv_context_env.llm.chat_reader import ChatReader
+from kv_context_env.readers.extractive import Reader, extractive_reader
+from kv_context_env.sim.episode import ContextEpisode, ContextRecord
 from rubrics.context import context_metrics, context_score
 
 from .policies import get_context_policy
@@ -28,8 +30,8 @@ from .policies import get_context_policy
 def hf_reader(path: str) -> Reader:
     """`path` is a Hugging Face model directory, a `.gguf` file or a `local:` model (GGUF files
     are converted once into a cached HF directory)."""
-    from kv_cache_env.context.gguf_import import gguf_to_hf
-    from kv_cache_env.context.hf_reader import HfReader
+    from kv_context_env.readers.gguf_import import gguf_to_hf
+    from kv_context_env.readers.hf_reader import HfReader
 
     from ..common.local_model import is_local, model_path
 

@@ -38,10 +38,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from kv_cache_env.context.episode import ContextEpisode, recall_latency_s
-from kv_cache_env.context.extractive import question_parts, split_sentences
-from kv_cache_env.context.lexicon import lexicon
-from kv_cache_env.context.types import Message
+from kv_context_env.generator.lexicon import lexicon
+from kv_context_env.readers.extractive import question_parts, split_sentences
+from kv_context_env.sim.episode import ContextEpisode, recall_latency_s
+from kv_context_env.types import Message
 from rubrics.context import RECALL_SLO_S
 
 from .extraction import Found, Key, _kind_classes, parse_message

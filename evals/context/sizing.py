@@ -1,6 +1,6 @@
 """How a conversation is sized against its budget, and how new its attributes are.
 
-- `live_load` (from `kv_cache_env.context.load`): the tokens and blocks of live statements
+- `live_load` (from `kv_context_env.generator.load`): the tokens and blocks of live statements
   against the budget, at the episode's peak and over the question times.
 - `novelty`: the share of an episode's signal sentences whose normalized form (subject mention,
   time, names and joined sentences masked) never occurs in a set of training episodes; the
@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kv_cache_env.context.conversation import generate_conversation
-from kv_cache_env.context.lexicon import lexicon
-from kv_cache_env.context.load import LiveLoad, live_load
-from kv_cache_env.context.types import Conversation
+from kv_context_env.generator.conversation import generate_conversation
+from kv_context_env.generator.lexicon import lexicon
+from kv_context_env.generator.load import LiveLoad, live_load
+from kv_context_env.types import Conversation
 
 __all__ = ["LiveLoad", "Novelty", "Seen", "live_load", "novelty", "novelty_against", "seen_in"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kv_cache_env.context.episode import ContextEpisode
-from kv_cache_env.context.extractive import split_sentences
-from kv_cache_env.context.lexicon import lexicon
+from kv_context_env.generator.lexicon import lexicon
+from kv_context_env.readers.extractive import split_sentences
+from kv_context_env.sim.episode import ContextEpisode
 
 from .extraction import _head_regex, parse_message
 from .policies import ContextPolicy

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kv_cache_env.context.extractive import extractive_answer
+from kv_context_env.readers.extractive import extractive_answer
 
 _HEADER = re.compile(r"Active blocks (\d+)/(\d+) \(newest block (-?\d+)")
 _ROW = re.compile(r"^#(\d+) (\w+) b(\d+)-(\d+) (resident|partial)( <- new)?: (.*)$")

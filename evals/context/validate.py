@@ -48,10 +48,10 @@ from typing import Any
 
 import numpy as np
 
-from kv_cache_env.context.conversation import LEVELS, generate_conversation
-from kv_cache_env.context.episode import ContextEpisode
-from kv_cache_env.context.extractive import NO_ANSWER, extractive_answer
-from kv_cache_env.context.types import BLOCK_SIZE
+from kv_context_env.generator.conversation import LEVELS, generate_conversation
+from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer
+from kv_context_env.sim.episode import ContextEpisode
+from kv_context_env.types import BLOCK_SIZE
 
 from ..common.processes import worker_pool
 from ..common.results import dumps

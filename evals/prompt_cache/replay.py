@@ -2,7 +2,7 @@
 breakpoint strategy and a model of the provider's cache, and compare what each would cost.
 
 The requests are rebuilt exactly as the agent loop sent them (`kv_cache_env.agent`, or
-`kv_cache_env.context.agent` for `kvarena context-eval --model` transcripts, which record
+`kv_context_env.llm.agent` for `kvarena context-eval --model` transcripts, which record
 `history_turns` 0 and the context tools): the system prompt, the last `history_turns` turns (all
 when the transcript says none), then the current observation; the tool schemas lead every
 request. Episodes are replayed in file order through

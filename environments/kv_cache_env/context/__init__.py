@@ -1,20 +1,56 @@
-"""The conversation-context family: which blocks of one long chat stay in the
-KV-cache, what is archived when they go, and whether a reader can still answer.
-
-Modules: `types` (shared vocabulary), `tokenizer`, `conversation` (the deterministic generator
-and answer key), `plan` (subjects, facts, asks, updates and signals), `lexicon` (the vocabulary,
-package data in `data/lexicon.json`), `valuegen` (values), `wording` (how facts, questions and
-filler are said), `signal_text` (how signals of need are composed), `load` (the live load and
-its per-episode floor), `cache` (the block cache and its
-prioritized-LRU fallback), `tracker` (removed-block events → messages), `archive` (SQLite turn
-store with FTS5 recall), readers (`extractive`, `hf_reader`), `values` (the answer value
-check), `scoring` (ROUGE-L, a metric).
+"""Deprecated import path of the conversation-context family, which now lives in
+`kv_context_env` (`generator/`, `sim/`, `readers/`, `llm/`). Importing it warns
+(`DeprecationWarning`) and makes every old submodule name (`kv_cache_env.context.plan`, ...)
+the moved module itself, so old imports keep working until they are updated.
 """
 
-CONTEXT_SUITE_VERSION = "3"
-"""Version of the family's episodes and scoring, written into every result (`suite_version`):
-scores of two versions are not comparable. 2.1: recall priced by the latency of what it brings
-back, archive ranked by the query alone. 3: open statements from the lexicon (subjects,
-properties and values from open pools, said in user, assistant, tool and reasoning turns;
-questions in paraphrase, asked again, after updates), a live load larger than the budget,
-signals of need; no memory-saving term, OOM weight 0.05."""
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+
+from kv_context_env import CONTEXT_SUITE_VERSION
+
+warnings.warn(
+    "kv_cache_env.context is deprecated: the context family moved to kv_context_env "
+    "(kv_context_env.generator, .sim, .readers, .llm)",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+MOVED: dict[str, str] = {
+    "types": "kv_context_env.types",
+    "tokenizer": "kv_context_env.tokenizer",
+    **{
+        name: f"kv_context_env.generator.{name}"
+        for name in (
+            "conversation",
+            "levels",
+            "lexicon",
+            "load",
+            "plan",
+            "signal_text",
+            "valuegen",
+            "wording",
+        )
+    },
+    **{
+        name: f"kv_context_env.sim.{name}"
+        for name in ("archive", "cache", "episode", "scoring", "tracker", "values")
+    },
+    **{
+        name: f"kv_context_env.readers.{name}"
+        for name in ("extractive", "gguf_import", "hf_reader")
+    },
+    "agent": "kv_context_env.llm.agent",
+}
+"""Old submodule name → the module it is now (`readers` is a module of its own here: its
+names were split between `readers.extractive` and `llm.chat_reader`)."""
+
+for _name, _target in MOVED.items():
+    _module = importlib.import_module(_target)
+    sys.modules[f"{__name__}.{_name}"] = _module
+    globals()[_name] = _module
+
+__all__ = ["CONTEXT_SUITE_VERSION", *MOVED]

@@ -1,81 +1,9 @@
-"""Readers of the conversation-context family: who answers a planted question from what the
-cache still holds. `extractive_reader` is deterministic and keyless; `ChatReader` asks any
-OpenAI-compatible chat model. (The Hugging Face block-mask reader is `hf_reader.HfReader`.)
-Both the CLI and the verifiers taskset use these, so they live below both.
-"""
+"""Deprecated: `Reader` and `extractive_reader` are in `kv_context_env.readers.extractive`,
+`ChatReader` in `kv_context_env.llm.chat_reader` (the package's import warns)."""
 
 from __future__ import annotations
 
-import html
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from kv_context_env.llm.chat_reader import ChatReader
+from kv_context_env.readers.extractive import Reader, extractive_reader
 
-from ..responses import ProviderError, openai_reply, with_retries
-from .agent import reader_messages
-from .episode import ContextEpisode
-from .extractive import extractive_answer
-
-Reader = Callable[[ContextEpisode, str], str]
-"""(episode at the question, question text) -> answer."""
-
-
-def extractive_reader(episode: ContextEpisode, question: str) -> str:
-    return extractive_answer(episode.visible_text(), question)
-
-
-@dataclass
-class ChatReader:
-    """A chat model as the reader: the visible context as text, then the question.
-
-    `__call__` (policy runs) uses a synchronous client; the LLM agent loop calls `answer` with
-    the asynchronous client of its own event loop (a client must not outlive its loop)."""
-
-    base_url: str | None
-    api_key: str
-    model: str
-    timeout_s: float = 120.0
-    max_tokens: int = 64
-    _sync: Any = None
-
-    async def answer(self, client: Any, context: str, question: str) -> str:
-        async def send() -> bytes:
-            raw = await client.chat.completions.with_raw_response.create(
-                **self._request(context, question)
-            )
-            return raw.http_response.content
-
-        reply = await with_retries(send, openai_reply, client.max_retries)
-        return html.unescape(reply.content or "").strip()
-
-    def __call__(self, episode: ContextEpisode, question: str) -> str:
-        if self._sync is None:
-            import openai
-
-            self._sync = openai.OpenAI(
-                api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s
-            )
-        for attempt in range(self._sync.max_retries + 1):
-            raw = self._sync.chat.completions.with_raw_response.create(
-                **self._request(episode.visible_text(), question)
-            )
-            try:
-                return _reply_text(raw.http_response.content)
-            except ProviderError:
-                if attempt == self._sync.max_retries:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _request(self, context: str, question: str) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "messages": reader_messages(context, question),
-            "max_tokens": self.max_tokens,
-            "temperature": 0,
-        }
-
-
-def _reply_text(body: bytes) -> str:
-    """The answer text; HTML entities unescaped (SmolLM2 under llama.cpp writes `&#39;`). A
-    body that is not a chat completion raises `ProviderError` (the episode fails with it)."""
-    return html.unescape(openai_reply(body).content or "").strip()
+__all__ = ["ChatReader", "Reader", "extractive_reader"]

@@ -25,7 +25,7 @@ import sqlite3
 from pathlib import Path
 from types import TracebackType
 
-from kv_cache_env.context.types import ArchivedTurn
+from kv_context_env.types import ArchivedTurn
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (

@@ -33,13 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .levels import LEVELS, LevelSpec
-from .lexicon import Lexicon, lexicon
-from .load import live_load
-from .plan import Fact, Signal, World, plan_world
-from .signal_text import SignalText, Worded
-from .tokenizer import count_tokens, tokenize
-from .types import (
+from kv_context_env.tokenizer import count_tokens, tokenize
+from kv_context_env.types import (
     BLOCK_SIZE,
     Conversation,
     FactSpan,
@@ -50,6 +45,12 @@ from .types import (
     SignalSpan,
     Statement,
 )
+
+from .levels import LEVELS, LevelSpec
+from .lexicon import Lexicon, lexicon
+from .load import live_load
+from .plan import Fact, Signal, World, plan_world
+from .signal_text import SignalText, Worded
 from .valuegen import ValueDraw
 from .wording import Wording
 

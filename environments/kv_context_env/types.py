@@ -1,6 +1,6 @@
 """The shared vocabulary of the conversation-context family (seeds 000 + 001): messages of one
 long chat, the planted questions that test what the cache still holds, and the events the
-block cache emits. Plain frozen data; every module of `kv_cache_env.context` speaks it.
+block cache emits. Plain frozen data; every module of `kv_context_env` speaks it.
 
 Coordinates are absolute (seed 001): token 0 is the first token of the system message, every
 later message's tokens follow without gaps, and block `k` covers tokens `[k*B, k*B + B - 1]`

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kv_cache_env.context.types import BLOCK_SIZE
+from kv_context_env.types import BLOCK_SIZE
 
 INSTALL_HINT = (
     "the Hugging Face reader needs torch and transformers: "

@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from typing import Literal
 
-from .tokenizer import count_tokens
+from kv_context_env.tokenizer import count_tokens
 
 __all__ = [
     "MAX_ANSWER_TOKENS",

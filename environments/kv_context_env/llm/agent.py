@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..agent import ChatFn, TokenUsage, ToolCall, Transcript, assistant_message
-from ..replies import arguments_text, echo, one_line, parse_arguments
-from .episode import ActionError, ContextEpisode, ContextObservation
+from kv_cache_env.agent import ChatFn, TokenUsage, ToolCall, Transcript, assistant_message
+from kv_cache_env.replies import arguments_text, echo, one_line, parse_arguments
+from kv_context_env.sim.episode import ActionError, ContextEpisode, ContextObservation
 
 Message = dict[str, Any]
 AsyncReader = Callable[[str, str], Awaitable[str]]

@@ -1,6 +1,9 @@
 """The extractive reader: deterministic, keyless, the leaderboard's default. Given the text the
 cache still shows and a question, it returns the visible sentence that answers it, or
-"I don't know." when none does. It owns `extractive_answer` and the reader's lexicon.
+"I don't know." when none does. It owns `extractive_answer`, `extractive_reader` (the same over
+an episode's visible text), the `Reader` type every reader of an episode has, and the reader's
+lexicon. (The chat-model reader is `kv_context_env.llm.chat_reader.ChatReader`, the Hugging Face
+block-mask reader `hf_reader.HfReader`.)
 
 Method (the lexicon is `lexicon.json`, the same vocabulary the conversations are written from;
 a reader that understands the language of the conversation, not a parser of its answer key):
@@ -21,12 +24,25 @@ a reader that understands the language of the conversation, not a parser of its 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
-from .lexicon import lexicon
-from .valuegen import AIRLINES, MONTHS, PLACE_SUFFIXES, WEEKDAYS
+from kv_context_env.generator.lexicon import lexicon
+from kv_context_env.generator.valuegen import AIRLINES, MONTHS, PLACE_SUFFIXES, WEEKDAYS
 
-__all__ = ["NO_ANSWER", "VALUE_PATTERNS", "extractive_answer", "question_parts", "split_sentences"]
+if TYPE_CHECKING:
+    from kv_context_env.sim.episode import ContextEpisode
+
+__all__ = [
+    "NO_ANSWER",
+    "VALUE_PATTERNS",
+    "Reader",
+    "extractive_answer",
+    "extractive_reader",
+    "question_parts",
+    "split_sentences",
+]
 
 NO_ANSWER = "I don't know."
 
@@ -169,3 +185,11 @@ def extractive_answer(visible_text: str, question: str) -> str:
             if best_key is None or key >= best_key:
                 best, best_key = sentence, key
     return best
+
+
+Reader = Callable[["ContextEpisode", str], str]
+"""(episode at the question, question text) -> answer."""
+
+
+def extractive_reader(episode: ContextEpisode, question: str) -> str:
+    return extractive_answer(episode.visible_text(), question)

@@ -33,13 +33,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from kv_context_env.generator.conversation import LEVELS
+from kv_context_env.tokenizer import count_tokens, tokenize
+from kv_context_env.types import (
+    BLOCK_SIZE,
+    BlocksRemoved,
+    Conversation,
+    FactSpan,
+    Message,
+    Question,
+)
+
 from .archive import TurnArchive
 from .cache import BlockCache
-from .conversation import LEVELS
 from .scoring import rouge_l
-from .tokenizer import count_tokens, tokenize
 from .tracker import ContextTracker
-from .types import BLOCK_SIZE, BlocksRemoved, Conversation, FactSpan, Message, Question
 from .values import VERDICT_SCORES, judge_answer, person_normalised
 
 MessageState = Literal["resident", "partial", "evicted"]

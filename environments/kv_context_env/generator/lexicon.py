@@ -88,7 +88,7 @@ class Lexicon:
 def lexicon() -> Lexicon:
     """The lexicon (loaded once per process)."""
     data = json.loads(
-        resources.files("kv_cache_env.context").joinpath("data/lexicon.json").read_text("utf-8")
+        resources.files("kv_context_env.generator").joinpath("data/lexicon.json").read_text("utf-8")
     )
     subjects = tuple(
         SubjectKind(

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kv_context_env.tokenizer import count_tokens
+from kv_context_env.types import BLOCK_SIZE, Conversation, FactSpan
+
 from .levels import LEVELS
-from .tokenizer import count_tokens
-from .types import BLOCK_SIZE, Conversation, FactSpan
 
 
 @dataclass(frozen=True)
