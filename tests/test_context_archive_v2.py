@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from evals.context.policies import oracle, trt_lru
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.llm.agent import render_context
+from kv_context_env.policies.baselines import oracle, trt_lru
 from kv_context_env.readers.extractive import extractive_answer
 from kv_context_env.sim.archive import fts_query
 from kv_context_env.sim.episode import (

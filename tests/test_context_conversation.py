@@ -383,7 +383,7 @@ def test_signal_wording_is_composed_not_listed() -> None:
     """Over three episodes most signal sentences have a normalized form of their own (no list
     of phrases covers them), and few of them match the closed templates of the earlier
     generator."""
-    from evals.context.template_signals import NEED
+    from kv_context_env.policies.template_signals import NEED
 
     forms = [s.form for c in all_convs("medium")[:3] for s in c.signals if s.cue == "need"]
     assert len(set(forms)) >= 0.6 * len(forms), (len(set(forms)), len(forms))
@@ -399,8 +399,8 @@ def test_signal_wording_is_composed_not_listed() -> None:
 def test_time_phrases_read_back_to_the_day_and_part_they_name() -> None:
     """Every time phrase the generator writes parses (with the reference's general time
     parser) to the day and part of the day it was written for."""
-    from evals.context.signal_reader import WEEKDAYS, parse_time
     from kv_context_env.generator.signal_text import SignalText
+    from kv_context_env.policies.signal_reader import WEEKDAYS, parse_time
 
     rng = np.random.default_rng(0)
     for _ in range(3000):
@@ -449,7 +449,7 @@ def test_a_day_opens_with_a_short_sentence_naming_the_next_weekday() -> None:
     """The reference's day rule: "Morning! It's Tuesday." opens Tuesday after Monday; a
     statement that names tomorrow's weekday at the start of a message opens nothing (it once
     slipped the day count by one)."""
-    from evals.context.signal_reader import WEEKDAYS, SignalReader
+    from kv_context_env.policies.signal_reader import WEEKDAYS, SignalReader
 
     reader = SignalReader(day=0, weekday=WEEKDAYS.index("monday"))
     tuesday = WEEKDAYS.index("tuesday")

@@ -75,9 +75,9 @@ def test_the_reference_reads_signals_by_their_rules_not_a_phrase_list() -> None:
     """On a hard episode the reference links most signals of need to the subject they are
     about (checked against the generator's signal list, which it never reads), and reads a
     time from each; the closed-template reader of an earlier generator links far fewer."""
-    from evals.context.signal_reader import SignalReader
-    from evals.context.template_signals import TemplateSignalReader
     from kv_context_env.generator.conversation import generate_conversation
+    from kv_context_env.policies.signal_reader import SignalReader
+    from kv_context_env.policies.template_signals import TemplateSignalReader
     from kv_context_env.readers.extractive import extractive_answer
     from kv_context_env.sim.episode import ContextEpisode
 

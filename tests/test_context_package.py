@@ -15,9 +15,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_PATHS = ("kv_cache_env.context", "kv_cache_env/context")
-SHIMS = {ROOT / "environments/kv_cache_env/context"}
-"""The deprecated modules themselves: the only sources allowed to name the old path."""
+OLD_PATHS = (
+    "kv_cache_env.context",
+    "kv_cache_env/context",
+    *(
+        f"{root}{sep}{name}"
+        for root, sep in (("evals.context", "."), ("evals/context", "/"), ("..context", "."))
+        for name in ("policies", "text_agent")
+    ),
+)
+SHIMS = {
+    ROOT / "environments/kv_cache_env/context/__init__.py",
+    ROOT / "environments/kv_cache_env/context/readers.py",
+    ROOT / "evals/context/policies.py",
+    ROOT / "evals/context/text_agent.py",
+}
+"""The deprecated modules themselves: the only sources allowed to name the old paths."""
 
 
 def _python(script: str, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -39,7 +52,7 @@ def test_no_source_outside_the_shims_names_the_old_path() -> None:
     offenders = [
         f"{path.relative_to(ROOT)}:{n}"
         for path in _sources()
-        if path.parent not in SHIMS and path != Path(__file__).resolve()
+        if path not in SHIMS and path != Path(__file__).resolve()
         for n, line in enumerate(path.read_text().splitlines(), start=1)
         if any(old in line for old in OLD_PATHS)
         and not line.startswith("| `environments/kv_cache_env/context/`")  # the layout tables
@@ -55,10 +68,12 @@ def test_the_family_and_its_evals_import_without_the_old_path() -> None:
         """
         import importlib, pkgutil, sys
         import kv_context_env, evals.context
+        shims = {"evals.context.policies", "evals.context.text_agent"}
         names = [
             module.name
             for package in (kv_context_env, evals.context)
             for module in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
+            if module.name not in shims
         ]
         optional = {"torch", "transformers", "sklearn"}
         for name in [*names, "rubrics.context", "evals.common.policy_server"]:
@@ -67,7 +82,7 @@ def test_the_family_and_its_evals_import_without_the_old_path() -> None:
             except ModuleNotFoundError as error:
                 if (error.name or "").split(".")[0] not in optional:
                     raise
-        old = [name for name in sys.modules if name.startswith("kv_cache_env.context")]
+        old = [n for n in sys.modules if n.startswith("kv_cache_env.context") or n in shims]
         assert old == [], old
         print(len(names))
         """,
@@ -131,3 +146,35 @@ def test_both_verifiers_taskset_ids_load(taskset_id, options, first_id) -> None:
     tasks = list(load_taskset(config.taskset))
     assert [task.data.id for task in tasks] == [first_id, first_id[:-1] + "1"]
     assert all(task.data.system_prompt and task.data.prompt for task in tasks)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        (
+            "evals.context.policies",
+            "kv_context_env.policies.baselines",
+            ("CONTEXT_POLICIES", "get_context_policy", "oracle", "trt_lru"),
+        ),
+        (
+            "evals.context.text_agent",
+            "kv_context_env.policies.text_agent",
+            ("context_text_calls", "context_text_answer", "parse_rows"),
+        ),
+    ],
+)
+def test_the_old_policy_modules_warn_and_re_export(old, new, names) -> None:
+    warned = _python(f"import {old}", "-W", "error::DeprecationWarning")
+    assert warned.returncode != 0
+    assert f"DeprecationWarning: {old} is deprecated" in warned.stderr
+    done = _python(
+        f"""
+        import importlib
+        old, new = importlib.import_module({old!r}), importlib.import_module({new!r})
+        assert all(getattr(old, name) is getattr(new, name) for name in {names!r})
+        assert sorted(old.__all__) == sorted(set(old.__all__) & set(dir(new)))
+        """,
+        "-W",
+        "ignore::DeprecationWarning",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -13,7 +13,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evals.context.text_agent import context_text_calls
 from evals.prompt_cache.minimums import DEFAULT_MIN_TOKENS, min_cacheable_tokens
 from evals.prompt_cache.provider import Prices, ProviderCache
 from evals.prompt_cache.render import anthropic_request, count_marks, openai_cached_messages
@@ -24,6 +23,7 @@ from evals.prompt_cache.tiers import TierConfig
 from kv_cache_env.agent import ModelReply, ToolCall
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.llm.agent import CONTEXT_TOOLS, play_context_episode
+from kv_context_env.policies.text_agent import context_text_calls
 from kv_context_env.readers.extractive import extractive_reader
 from kv_context_env.sim.episode import ContextEpisode
 

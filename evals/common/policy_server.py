@@ -8,7 +8,7 @@ calls (no tool call = noop). `GET /v1/models` lists the policy. Loopback only. A
 same; `kvarena eval --sampling-seed S` gives each S its own rollout, reproducibly.
 
 Requests of the conversation-context family (recognised by their system prompt) are answered by
-`evals.context.text_agent` instead: its tool calls for an observation, or the extractive
+`kv_context_env.policies.text_agent` instead: its tool calls for an observation, or the extractive
 reader's answer for a reader request. So the keyless server stands in for a model on both
 families.
 
@@ -40,8 +40,8 @@ from typing import Any
 from kv_cache_env.replies import one_line
 from kv_cache_env.sim import Action, approx_tokens, parse
 from kv_context_env.llm.agent import READER_SYSTEM, context_system_prompt
+from kv_context_env.policies.text_agent import context_text_answer, context_text_calls
 
-from ..context.text_agent import context_text_answer, context_text_calls
 from ..prompt_cache.provider import BreakpointError, ProviderCache, Unit, content_key
 from ..prompt_cache.tokens import estimate_tokens
 from ..serving.policies import Policy, SimulatorPolicy, create

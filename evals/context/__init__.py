@@ -1,11 +1,8 @@
-"""The conversation-context family's evaluation layer: which blocks of one long chat stay
-cached. `commands` parses `kvarena context-eval`'s options and `eval_run` runs it; `run` plays
-one episode with a baseline or an LLM agent and a reader, `policies` holds the baselines,
-`keeping` the mechanics policies share, `extraction` (template parser, ground-truth list),
-`probe` (the learned probe), `signal_reader` (the reference) and `template_signals` (an
-earlier generator's phrase-list reader, an attack) what `validate` plays,
-`sizing` the live load and novelty, `text_agent` the keyless text agent the policy server
-speaks, `validate` the family's checks for `kvarena validate`. The
-simulator, readers and agent loop live in `kv_context_env`, the rubric in
-`rubrics.context`.
+"""The conversation-context family's evaluation layer (all I/O): `commands` parses
+`kvarena context-eval`'s options and `eval_run` runs it; `run` plays one episode with a
+baseline or an LLM agent and a reader; `sizing` measures the live load and novelty; `validate`
+holds the family's checks for `kvarena validate`. The policies it plays (baselines, the
+signal-reading reference, the attacks, the keyless text agent) live in
+`kv_context_env.policies`; the generator, episode, readers and agent loop in `kv_context_env`;
+the rubric in `rubrics.context`. (`policies` and `text_agent` here are deprecated re-exports.)
 """

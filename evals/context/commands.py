@@ -66,11 +66,11 @@ def context_eval_command(
 ) -> None:
     """The conversation-context family: which blocks of one long chat stay cached. Writes
     results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
+    from kv_context_env.policies.baselines import CONTEXT_POLICIES
     from rubrics.context import CONTEXT_COMPONENTS
 
     from ..common.local_model import DEFAULT_MAX_TOKENS, is_local
     from .eval_run import ContextEvalArgs, run_context_command
-    from .policies import CONTEXT_POLICIES
 
     check_options(
         {

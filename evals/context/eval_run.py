@@ -26,6 +26,7 @@ from kv_cache_env.replies import one_line
 from kv_cache_env.responses import ProviderError
 from kv_cache_env.suggest import unknown_name
 from kv_context_env.generator.conversation import LEVELS, generate_conversation
+from kv_context_env.policies.baselines import CONTEXT_POLICIES
 from kv_context_env.sim.episode import ContextEpisode
 
 from ..common.console import console as err_console
@@ -36,7 +37,6 @@ from ..common.processes import interrupt_status, interrupts_deferred, terminate_
 from ..common.results import dumps
 from ..common.secrets import register_secret
 from ..common.stats import mean_ci
-from .policies import CONTEXT_POLICIES
 from .run import (
     ChatReader,
     Reader,

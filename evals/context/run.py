@@ -20,11 +20,10 @@ from typing import Any
 from kv_context_env import CONTEXT_SUITE_VERSION
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.llm.chat_reader import ChatReader
+from kv_context_env.policies.baselines import get_context_policy
 from kv_context_env.readers.extractive import Reader, extractive_reader
 from kv_context_env.sim.episode import ContextEpisode, ContextRecord
 from rubrics.context import context_metrics, context_score
-
-from .policies import get_context_policy
 
 
 def hf_reader(path: str) -> Reader:

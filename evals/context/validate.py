@@ -49,6 +49,12 @@ from typing import Any
 import numpy as np
 
 from kv_context_env.generator.conversation import LEVELS, generate_conversation
+from kv_context_env.policies.baselines import ContextPolicy, get_context_policy
+from kv_context_env.policies.extraction import parser_quality, perfect_extraction, template_parser
+from kv_context_env.policies.keeping import evict_except, recall_on_demand
+from kv_context_env.policies.probe import Probe, fit_probe, probe_auc, probe_policy
+from kv_context_env.policies.signal_reader import SignalReader
+from kv_context_env.policies.template_signals import TemplateSignalReader
 from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer
 from kv_context_env.sim.episode import ContextEpisode
 from kv_context_env.types import BLOCK_SIZE
@@ -57,14 +63,8 @@ from ..common.processes import worker_pool
 from ..common.results import dumps
 from ..common.stats import mean_ci
 from ..serving.validate import Check
-from .extraction import parser_quality, perfect_extraction, template_parser
-from .keeping import evict_except, recall_on_demand
-from .policies import ContextPolicy, get_context_policy
-from .probe import Probe, fit_probe, probe_auc, probe_policy
 from .run import context_result
-from .signal_reader import SignalReader
 from .sizing import LiveLoad, Seen, live_load, novelty_against, seen_in
-from .template_signals import TemplateSignalReader
 
 JUDGED = ("medium", "hard")
 PROOF_SEED = 93_000

@@ -44,9 +44,9 @@ from kv_context_env.sim.episode import ContextEpisode, recall_latency_s
 from kv_context_env.types import Message
 from rubrics.context import RECALL_SLO_S
 
+from .baselines import ContextPolicy
 from .extraction import Found, Key, _kind_classes, parse_message
 from .keeping import evict_except, fill, locate, span_blocks
-from .policies import ContextPolicy
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 PARTS = ("morning", "afternoon", "evening")

@@ -18,8 +18,8 @@ from kv_context_env.generator.lexicon import lexicon
 from kv_context_env.readers.extractive import split_sentences
 from kv_context_env.sim.episode import ContextEpisode
 
+from .baselines import ContextPolicy
 from .extraction import _head_regex, parse_message
-from .policies import ContextPolicy
 from .signal_reader import DEFAULT_DAY_TURNS, PARTS, WEEKDAYS, SignalReader
 
 _WEEKDAY = "|".join(WEEKDAYS)

@@ -23,8 +23,8 @@ from kv_context_env.readers.extractive import value_patterns
 from kv_context_env.sim.episode import ContextEpisode
 from kv_context_env.types import Conversation
 
+from .baselines import ContextPolicy
 from .keeping import evict_except, fill, recall_on_demand, span_blocks
-from .policies import ContextPolicy
 
 ROLES = ("user", "assistant", "tool")
 POSITION_SCALE = 150.0

@@ -20,8 +20,8 @@ from kv_context_env.readers.extractive import question_parts, split_sentences, v
 from kv_context_env.sim.episode import ContextEpisode
 from kv_context_env.types import Conversation
 
+from .baselines import ContextPolicy
 from .keeping import evict_except, fill, locate, span_blocks
-from .policies import ContextPolicy
 
 Key = tuple[str, str]
 """(subject head, value class): what "the same fact" means to the parser."""
