@@ -1,12 +1,16 @@
 """`sim.frozen.slot_constructor`: the same records as the dataclass's own constructor."""
 
+import ast
 import pickle
-from dataclasses import FrozenInstanceError, dataclass
+from dataclasses import FrozenInstanceError, dataclass, fields
+from pathlib import Path
 
 import pytest
 
 from kv_cache_env.sim import BlockType, FollowUp, PauseKind, Request
+from kv_cache_env.sim.engine import StepStats
 from kv_cache_env.sim.frozen import slot_constructor
+from kv_cache_env.sim.record import EvictionRecord
 from kv_cache_env.traces import TraceRequest
 
 
@@ -36,6 +40,17 @@ def test_records_equal_those_of_the_dataclass_constructor():
         (
             TraceRequest,
             {"arrival_s": 1.5, "input_tokens": 600, "output_tokens": 3, "hash_ids": (4, 5)},
+        ),
+        (StepStats, {f.name: i + 0.5 * (i % 3 == 1) for i, f in enumerate(fields(StepStats))}),
+        (
+            EvictionRecord,
+            dict(
+                zip(
+                    [f.name for f in fields(EvictionRecord)],
+                    (3, "r1", BlockType.GENERATION, 0.5, 0.25, True, 7, False),
+                    strict=True,
+                )
+            ),
         ),
     ):
         make = slot_constructor(cls)
@@ -69,3 +84,18 @@ def test_only_frozen_slotted_dataclasses_without_post_init():
     for cls in (NoSlots, NotFrozen, Checked):
         with pytest.raises(TypeError, match="not a frozen, slotted dataclass"):
             slot_constructor(cls)
+
+
+def test_no_source_is_generated_at_run_time():
+    """The package builds no code from strings (`exec`/`eval`): a reader can find every line
+    that runs."""
+    root = Path(__file__).resolve().parents[1] / "environments"
+    calls = [
+        f"{path.relative_to(root)}:{node.lineno}"
+        for path in root.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("exec", "eval")
+    ]
+    assert calls == []

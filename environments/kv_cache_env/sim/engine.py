@@ -361,21 +361,22 @@ class Engine:
         self._admit(tally)
         self._fail_expired(tally)
         self._arrive()
-        stats = _make_step_stats(  # StepStats(...), built faster (one per step)
-            step=self.t,
-            tokens=tally.tokens,
-            effective_tokens=tally.effective,
-            failures=tally.failures,
-            forced_preemptions=tally.forced,
-            completed=tally.completed,
-            prefix_hit_blocks=tally.hits,
-            prefix_lookup_blocks=tally.lookups,
-            swap_ins=tally.swap_ins,
-            swap_latency_s=tally.swap_latency,
-            used_blocks=self.pool.used,
-            queue=len(self.waiting),
-            active_blocks=active,
-            transferred=transferred,
+        # StepStats(...), built faster (one per step; by position, ~40% less than by name)
+        stats = _make_step_stats(
+            self.t,  # step
+            tally.tokens,  # tokens
+            tally.effective,  # effective_tokens
+            tally.failures,  # failures
+            tally.forced,  # forced_preemptions
+            tally.completed,  # completed
+            tally.hits,  # prefix_hit_blocks
+            tally.lookups,  # prefix_lookup_blocks
+            tally.swap_ins,  # swap_ins
+            tally.swap_latency,  # swap_latency_s
+            self.pool.used,  # used_blocks
+            len(self.waiting),  # queue
+            active,  # active_blocks
+            transferred,  # transferred
         )
         self.t += 1
         return stats

@@ -96,6 +96,9 @@ class TurnResult:
     stats: StepStats
 
 
+_make_turn_result = slot_constructor(TurnResult)  # TurnResult(...), built faster (every turn)
+
+
 class Simulator:
     def __init__(
         self,
@@ -201,8 +204,7 @@ class Simulator:
 
     def play_turn(self, actions: Iterable[Action] = ()) -> TurnResult:
         """One agent turn: apply `actions` in order, then end the turn (`step`)."""
-        results = tuple(self.apply(action) for action in actions)
-        return TurnResult(results, self.step())
+        return _make_turn_result(tuple(map(self.apply, actions)), self.step())
 
     def step(self) -> StepStats:
         """End the turn: a turn with no call at all (no action applied, valid or not, and no
