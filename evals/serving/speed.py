@@ -75,7 +75,9 @@ def _environment(tree: Path) -> dict[str, str]:
     return env
 
 
-def _probe(tree: Path, *args: str | int) -> dict[str, Any]:
+def probe(tree: Path, *args: str | int) -> dict[str, Any]:
+    """Run `speed_probe.py FIGURE ...` (`args`) under `tree`'s code in a fresh process; its
+    figures."""
     done = subprocess.run(
         [sys.executable, str(PROBE), *map(str, args)],
         env=_environment(tree),
@@ -197,25 +199,25 @@ def _measure(
     for r in range(repeats):
         seed = 10_000 * (r + 1)
         jobs: list[tuple[str, Callable[[Path], dict[str, Any]]]] = [
-            ("hard", lambda t, s=seed: _probe(t, "hard", "--seed", s, "--episodes", hard_episodes)),
-            ("mooncake", lambda t, s=seed: _probe(t, "mooncake", "--seed", s, "--trace", trace)),
+            ("hard", lambda t, s=seed: probe(t, "hard", "--seed", s, "--episodes", hard_episodes)),
+            ("mooncake", lambda t, s=seed: probe(t, "mooncake", "--seed", s, "--trace", trace)),
             ("process", lambda t: _whole_process(t, trace)),
             (
                 "vector",
                 lambda t, s=seed: {
-                    "vector.single_process_steps_per_s": _probe(
+                    "vector.single_process_steps_per_s": probe(
                         t, "vector", "--seed", s, "--episodes", vector_episodes, "--workers", -1
                     )["steps_per_s"]
                 },
             ),
         ]
         if r == 0:
-            jobs.append(("memory", lambda t: _probe(t, "memory", "--trace", trace)))
+            jobs.append(("memory", lambda t: probe(t, "memory", "--trace", trace)))
         if bound_episodes:  # every repeat (on its own seeds): one run of 6 episodes moved ±15%
             jobs.append(
                 (
                     "bound",
-                    lambda t, s=500 + 100 * r: _probe(
+                    lambda t, s=500 + 100 * r: probe(
                         t, "bound", "--seed", s, "--episodes", bound_episodes
                     ),
                 )
@@ -236,7 +238,7 @@ def _measure(
         for pair in range(VECTOR_PAIRS):
             rates = {}
             for workers in (0, 2) if pair % 2 == 0 else (2, 0):
-                figures = _probe(
+                figures = probe(
                     HERE,
                     "vector",
                     *("--seed", seed + 1000 * pair, "--episodes", vector_episodes),
@@ -343,4 +345,4 @@ def speed_table(speed: dict[str, Any]) -> Table:
     return table
 
 
-__all__ = ["TARGETS", "run_speed", "speed_table"]
+__all__ = ["TARGETS", "probe", "run_speed", "speed_table"]
