@@ -1,4 +1,4 @@
-"""Env-steps per second of the batched vector env (`kv_cache_env.gym_vector`) against
+"""Env-steps per second of the batched vector env (`kv_cache_env.rl.gym_vector`) against
 Gymnasium's `SyncVectorEnv` over `ServingTurnsEnv` copies, on the same episodes and actions.
 
     uv run python scripts/bench_gym_vector.py --envs 64 --scenario hard --workers 0 2
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from kv_cache_env.gym import ServingTurnsEnv
-from kv_cache_env.gym_vector import ServingTurnsVectorEnv
+from kv_cache_env.rl.gym import ServingTurnsEnv
+from kv_cache_env.rl.gym_vector import ServingTurnsVectorEnv
 
 
 def sample(rng: np.random.Generator, mask: np.ndarray, p_call: float = 0.3) -> np.ndarray:

@@ -661,7 +661,7 @@ def _expect_value_error(fn: Callable[[], Any]) -> tuple[str, str]:
 def _gym_half(tmp: Path) -> tuple[str, str]:
     import numpy as np
 
-    from kv_cache_env.gym import ServingTurnsEnv
+    from kv_cache_env.rl.gym import ServingTurnsEnv
 
     env = ServingTurnsEnv(scenario="hard")
     env.reset(seed=0)
@@ -672,7 +672,7 @@ def _gym_half(tmp: Path) -> tuple[str, str]:
 def _gym_vector_half(tmp: Path) -> tuple[str, str]:
     import numpy as np
 
-    from kv_cache_env.gym_vector import ServingTurnsVectorEnv
+    from kv_cache_env.rl.gym_vector import ServingTurnsVectorEnv
 
     envs = ServingTurnsVectorEnv(2, scenario="hard")
     envs.reset(seed=0)
@@ -684,7 +684,7 @@ def _gym_vector_half(tmp: Path) -> tuple[str, str]:
 
 @case("Gymnasium", "a failed reset, then reset()")
 def _gym_poison(tmp: Path) -> tuple[str, str]:
-    from kv_cache_env.gym import ServingEnv
+    from kv_cache_env.rl.gym import ServingEnv
 
     env = ServingEnv(scenario="easy")
     env.reset(seed=0)
@@ -700,21 +700,21 @@ def _gym_poison(tmp: Path) -> tuple[str, str]:
 
 @case("Gymnasium", "weights NaN")
 def _gym_nan_weights(tmp: Path) -> tuple[str, str]:
-    from kv_cache_env.gym import ServingEnv
+    from kv_cache_env.rl.gym import ServingEnv
 
     return _expect_value_error(lambda: ServingEnv(weights={"failure_penalty": float("nan")}))
 
 
 @case("Gymnasium", "unknown weights")
 def _gym_unknown_weights(tmp: Path) -> tuple[str, str]:
-    from kv_cache_env.gym import ServingEnv
+    from kv_cache_env.rl.gym import ServingEnv
 
     return _expect_value_error(lambda: ServingEnv(weights={"speed": 1.0}))
 
 
 @case("Gymnasium", "steps = 10**7")
 def _gym_steps(tmp: Path) -> tuple[str, str]:
-    from kv_cache_env.gym import ServingEnv
+    from kv_cache_env.rl.gym import ServingEnv
 
     started = time.monotonic()
     verdict, detail = _expect_value_error(lambda: ServingEnv(steps=10**7).reset(seed=0))

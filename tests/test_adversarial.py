@@ -19,7 +19,7 @@ from evals.cli import app
 from evals.common.faults import REPLY_FAULTS, RESPONSE_FAULTS, TRANSPORT_FAULTS
 from evals.common.policy_server import PolicyServer
 from evals.common.result_check import parse_line
-from kv_cache_env import responses
+from kv_cache_env.llm import provider_responses as responses
 
 runner = CliRunner()
 EVAL = ("eval", "--model", "lru", "--base-url")

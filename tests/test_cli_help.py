@@ -15,7 +15,7 @@ import typer
 from evals.cli import app
 from evals.serving.policies import available
 from kv_cache_env.sim import SCENARIOS
-from kv_cache_env.trace_data import BUILTIN_TRACES
+from kv_cache_env.traces.trace_data import BUILTIN_TRACES
 
 
 def kvarena(*args: str, columns: int = 100) -> subprocess.CompletedProcess[str]:

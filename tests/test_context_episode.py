@@ -8,7 +8,7 @@ import json
 import pytest
 
 from evals.context.run import context_result, extractive_reader, play_policy
-from kv_cache_env.agent import ToolCall
+from kv_cache_env.llm.agent_loop import ToolCall
 from kv_context_env.generator.conversation import LEVELS, generate_conversation, turns
 from kv_context_env.llm.agent import call_context_tool, render_context
 from kv_context_env.policies.baselines import get_context_policy

@@ -197,7 +197,7 @@ def test_gymnasium_rollouts_match_the_golden_run() -> None:
     """One masked random episode of each Gymnasium env (per call, shaped reward; per turn)."""
     import numpy as np
 
-    from kv_cache_env.gym import ServingEnv, ServingTurnsEnv
+    from kv_cache_env.rl.gym import ServingEnv, ServingTurnsEnv
 
     calls = _rollout(
         ServingEnv("agent-remote", steps=6, reward="shaped"), np.random.default_rng(5), False

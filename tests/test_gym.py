@@ -1,4 +1,4 @@
-"""The Gymnasium interface (`kv_cache_env.gym`): Gymnasium's own checker, determinism of two
+"""The Gymnasium interface (`kv_cache_env.rl.gym`): Gymnasium's own checker, determinism of two
 copies stepped side by side, the action mask against the simulator, the rewards against the
 rubric, the slot layout and the vector version."""
 
@@ -12,8 +12,8 @@ from gymnasium.utils.env_checker import check_env
 from evals.serving.policies import create
 from evals.serving.runner import run_policy_episode
 from kv_cache_env.episodes import TRAIN_SEED_START
-from kv_cache_env.features import GLOBAL, MAX_SLOTS, SLOT, SLOT_FEATURES
-from kv_cache_env.gym import (
+from kv_cache_env.rl.features import GLOBAL, MAX_SLOTS, SLOT, SLOT_FEATURES
+from kv_cache_env.rl.gym import (
     ENV_ID,
     TOOLS,
     TURNS_ENV_ID,

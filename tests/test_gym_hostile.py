@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kv_cache_env.gym import ServingEnv, ServingTurnsEnv, make_vector_env
-from kv_cache_env.gym_vector import ServingTurnsVectorEnv
 from kv_cache_env.limits import MAX_EPISODE_STEPS
+from kv_cache_env.rl.gym import ServingEnv, ServingTurnsEnv, make_vector_env
+from kv_cache_env.rl.gym_vector import ServingTurnsVectorEnv
 
 BAD_SCALAR = [0.5, np.float64(1.5), float("nan"), -1, 10**9, True, np.bool_(True), "3", [1]]
 

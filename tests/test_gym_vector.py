@@ -1,4 +1,4 @@
-"""The batched vector env (`kv_cache_env.gym_vector`): step for step equal to separate
+"""The batched vector env (`kv_cache_env.rl.gym_vector`): step for step equal to separate
 `ServingTurnsEnv` copies behind Gymnasium's `SyncVectorEnv` (observations, rewards,
 terminations, truncations, infos, in every autoreset mode and both reward modes), the same with
 worker processes as in-process, Gymnasium's own environment-match check and vector wrappers,
@@ -14,9 +14,9 @@ from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.vector import FlattenObservation, RecordEpisodeStatistics
 
 from kv_cache_env.episodes import EpisodeSpec
-from kv_cache_env.features import F, G
-from kv_cache_env.gym import ENV_ID, TURNS_ENV_ID, ServingTurnsEnv, make_vector_env
-from kv_cache_env.gym_vector import ServingTurnsVectorEnv, TurnView, observe_turn
+from kv_cache_env.rl.features import F, G
+from kv_cache_env.rl.gym import ENV_ID, TURNS_ENV_ID, ServingTurnsEnv, make_vector_env
+from kv_cache_env.rl.gym_vector import ServingTurnsVectorEnv, TurnView, observe_turn
 from kv_cache_env.sim import VectorSimulator
 from rubrics import score
 

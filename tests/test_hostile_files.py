@@ -103,7 +103,7 @@ def test_a_gzip_bomb_stops_at_the_decompressed_limit(tmp_path, monkeypatch):
     """The bound holds whatever the file says: 64 MiB of newlines against a 1 MiB limit stop
     after the limit (the real limit, 1 GiB, works the same way at its own size)."""
     monkeypatch.setattr(
-        "kv_cache_env.traces.TRACE_LIMITS",
+        "kv_cache_env.traces.replay.TRACE_LIMITS",
         Limits("trace", 1 << 20, bounded_read.TRACE_LIMITS.max_line_bytes),
     )
     bomb = tmp_path / "bomb.jsonl.gz"
@@ -231,7 +231,7 @@ def test_json_depth_is_bounded_exactly():
 
 
 def test_the_built_in_traces_fit_their_limits():
-    from kv_cache_env.trace_data import BUILTIN_TRACES, DATA_DIR
+    from kv_cache_env.traces.trace_data import BUILTIN_TRACES, DATA_DIR
 
     for trace in BUILTIN_TRACES.values():
         longest = max(len(line) for _, line in iter_line_bytes(DATA_DIR / trace.file, _no_limit()))

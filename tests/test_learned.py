@@ -104,7 +104,7 @@ def test_inputs_are_the_slot_and_global_feature_columns():
     Gymnasium features' (`slot_features`, `global_features`) those columns, bit for bit, on
     observations with running, paused, offloaded and compressed sequences."""
     from evals.serving.policies.learned import _GLOBAL_IDX, ENTRY_INPUTS, inputs
-    from kv_cache_env.features import SLOT, global_features, slot_features
+    from kv_cache_env.rl.features import SLOT, global_features, slot_features
 
     entry_columns = np.array([SLOT[n] for n in ENTRY_INPUTS])  # the slot columns it reads
 

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from evals.common import local_tool_calls as ltc
+from kv_cache_env.llm.tools import TOOLS, call_tool
+from kv_cache_env.llm.valid_calls import valid_targets
 from kv_cache_env.sim import Simulator, get_scenario, render
-from kv_cache_env.tools import TOOLS, call_tool
-from kv_cache_env.valid_calls import valid_targets
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 

@@ -21,7 +21,7 @@ from evals.prompt_cache.strategies import HybridPlanner, make_planner, tools_tok
 from evals.serving.jobs import EpisodeJob
 from evals.serving.model_eval import ModelSpec, run_model_jobs
 from kv_cache_env.episodes import EpisodeSpec
-from kv_cache_env.tools import TOOLS
+from kv_cache_env.llm.tools import TOOLS
 
 runner = CliRunner()
 

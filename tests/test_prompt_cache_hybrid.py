@@ -20,7 +20,7 @@ from evals.prompt_cache.replay import Transcript, load_transcript, replay, reque
 from evals.prompt_cache.requests import RequestShape, part_positions, request_units, split_request
 from evals.prompt_cache.strategies import HybridPlanner, make_planner
 from evals.prompt_cache.tiers import TierConfig
-from kv_cache_env.agent import ModelReply, ToolCall
+from kv_cache_env.llm.agent_loop import ModelReply, ToolCall
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.llm.agent import CONTEXT_TOOLS, play_context_episode
 from kv_context_env.policies.text_agent import context_text_calls
@@ -338,7 +338,7 @@ def test_plain_openai_path_sends_observation_blocks_as_one_string() -> None:
     one text, exactly the blocks joined; the caching path keeps the parts."""
     from types import SimpleNamespace
 
-    from kv_cache_env.openai_chat import openai_chat
+    from kv_cache_env.llm.openai_chat import openai_chat
 
     sent: list[Any] = []
 

@@ -19,7 +19,7 @@ from kv_cache_env.episodes import EpisodeSpec
 # module's `runs` (35 episodes) are played once.
 pytestmark = pytest.mark.xdist_group("report-runs")
 
-TRACE = "azure-conv-2023"  # the packaged copy (kv_cache_env.trace_data)
+TRACE = "azure-conv-2023"  # the packaged copy (kv_cache_env.traces.trace_data)
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",

@@ -5,14 +5,14 @@ import gzip
 import pytest
 
 from evals.serving.speed import HERE, run_speed
-from kv_cache_env.trace_data import open_trace_text
+from kv_cache_env.traces.trace_data import open_trace_text
 
 
 @pytest.mark.long_running
 def test_the_speed_table_measures_both_trees_and_checks_the_targets(tmp_path):
     trace = tmp_path / "small.jsonl.gz"
     with open_trace_text(
-        HERE / "environments/kv_cache_env/trace_data/mooncake_conversation_trace.jsonl.gz"
+        HERE / "environments/kv_cache_env/traces/trace_data/mooncake_conversation_trace.jsonl.gz"
     ) as source:
         head = [line for _, line in zip(range(150), source, strict=False)]
     with gzip.open(trace, "wt", encoding="utf-8") as out:

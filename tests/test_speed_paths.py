@@ -8,7 +8,7 @@ import pytest
 
 from evals.serving.policies import blocks_to_free
 from kv_cache_env.episodes import EpisodeSpec
-from kv_cache_env.features import growth_at_most, growth_blocks
+from kv_cache_env.rl.features import growth_at_most, growth_blocks
 from kv_cache_env.sim import Simulator, get_scenario, make_action, run_reference
 from kv_cache_env.sim import simulator as simulator_module
 from kv_cache_env.sim.block_pool import BlockPool

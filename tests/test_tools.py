@@ -5,9 +5,9 @@ import asyncio
 import pytest
 from conftest import req, steps, tiny_sim
 
-from kv_cache_env.agent import ModelReply, ToolCall, play_episode
+from kv_cache_env.llm.agent_loop import ModelReply, ToolCall, play_episode
+from kv_cache_env.llm.tools import TOOLS, call_tool
 from kv_cache_env.sim import Simulator, get_scenario
-from kv_cache_env.tools import TOOLS, call_tool
 
 
 @pytest.fixture

@@ -9,17 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kv_cache_env.sim import PauseKind, Simulator, get_scenario
-from kv_cache_env.trace_data import BUILTIN_TRACES, DATA_DIR, resolve_trace
 from kv_cache_env.traces import (
     TraceError,
-    _json_line,
     infinite_cache_hit_fraction,
     load_trace,
     trace_scenario,
     trace_schedule,
 )
+from kv_cache_env.traces.replay import _json_line
+from kv_cache_env.traces.trace_data import BUILTIN_TRACES, DATA_DIR, resolve_trace
 
-# the packaged copies (kv_cache_env.trace_data), by their built-in names
+# the packaged copies (kv_cache_env.traces.trace_data), by their built-in names
 MOONCAKE = "mooncake-conversation"
 AZURE = "azure-conv-2023"
 

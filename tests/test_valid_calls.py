@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kv_cache_env.llm.valid_calls import valid_targets
 from kv_cache_env.sim import Simulator, compress, evict, get_scenario, parse, render, swap
-from kv_cache_env.valid_calls import valid_targets
 
 MAKE = {"evict": evict, "compress": compress, "swap": swap}
 

@@ -1,12 +1,24 @@
 """kv-cache-env: an environment in which an agent manages the KV-cache of a simulated LLM server.
 
-`kv_cache_env.sim` is the simulator (pure). The verifiers taskset (`taskset.py`) is exported
-lazily: importing verifiers takes seconds, and nothing else in the project needs it.
+- `sim/`: the simulator (pure, deterministic);
+- `policies/`: the built-in policies, pure functions of an observation (and the planners);
+- `llm/`: the model boundary (prompt, tools, model output, provider responses, the agent loop);
+- `rl/`: observation features, the Gymnasium env and its vector env;
+- `traces/`: the public traces and their replay as simulator schedules;
+- `taskset.py`, `episodes.py`: the verifiers taskset and what identifies one episode.
+
+The taskset is exported lazily: importing verifiers takes seconds, and nothing else in the
+project needs it. Modules that lived at the top level before keep their old import paths, with
+a `DeprecationWarning` (`moved.py`).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .moved import KV_CACHE_ENV_MOVED, keep_old_paths
+
+keep_old_paths(KV_CACHE_ENV_MOVED)
 
 __all__ = ["KvCacheEnv", "KvCacheHarness", "KvCacheTaskset"]
 

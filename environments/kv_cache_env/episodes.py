@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .limits import MAX_EPISODE_STEPS
 from .sim import Scenario, Schedule, Simulator, get_scenario
-from .traces import Trace, load_trace, trace_scenario, trace_schedule
+from .traces.replay import Trace, load_trace, trace_scenario, trace_schedule
 
 # The documented seed split (serving and context families alike). Evaluation - every default in
 # the CLI, the tasksets and `kvarena validate` - uses seeds from 0 up; training (RL, learned

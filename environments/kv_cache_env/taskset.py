@@ -6,7 +6,7 @@ through the `evict` / `compress` / `swap` / `noop` tools, scored by the serving 
   metric is computed from that record, so `vf-replay` (which has no live state) re-scores
   identically. Weights default to seed 003's and can be overridden with
   `--env.taskset.task.rewards '{"latency_penalty": {"weight": 0.1}}'`.
-- `KvCacheHarness` runs the tool loop in-process (`kv_cache_env.agent.play_episode`), every
+- `KvCacheHarness` runs the tool loop in-process (`kv_cache_env.llm.agent_loop.play_episode`), every
   model call going through the per-rollout interception endpoint it is given; tools act on the
   live simulator. MCP toolsets would run in another process and copy state on every call.
 - `KvCacheEnv` makes the local subprocess runtime the default: no account, no sandbox.
@@ -23,10 +23,10 @@ from pydantic import ConfigDict
 
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS, METRIC_NAMES, episode_metrics
 
-from .agent import play_episode
 from .episodes import EpisodeSpec
-from .openai_chat import openai_chat
-from .prompt import system_prompt, turn_message
+from .llm.agent_loop import play_episode
+from .llm.openai_chat import openai_chat
+from .llm.prompt import system_prompt, turn_message
 from .sim import SCENARIOS, EpisodeRecord, Simulator, canonical_scenario_name
 
 RECORD_KEY = "episode_record"

@@ -23,7 +23,7 @@ import openai
 import verifiers.v1 as vf
 from pydantic import ConfigDict
 
-from kv_cache_env.openai_chat import openai_chat
+from kv_cache_env.llm.openai_chat import openai_chat
 from kv_context_env.generator.conversation import LEVELS, generate_conversation
 from kv_context_env.llm.agent import (
     context_system_prompt,

@@ -13,7 +13,7 @@ every turn. Here, when a request carries tools (and `tool_choice` is absent or `
 - the reply is generated under a GBNF grammar built from the tools and from this turn's
   observation: up to `MAX_CALLS` lines `evict(ID)` / `compress(ID)` / `swap(ID)` / `noop()`, or
   nothing at all, where each tool's ID is one of the sequence ids that tool is valid on now
-  (`kv_cache_env.valid_calls`, read from the last user message, which is the observation's
+  (`kv_cache_env.llm.valid_calls`, read from the last user message, which is the observation's
   text). A tool valid on no sequence is left out. The model still chooses which calls and
   which ids; what it can no longer write is an id that does not exist or a call the simulator
   would refuse on this observation (two calls of one reply can still conflict: compressing what
@@ -101,8 +101,8 @@ def reply_grammar(tools: list[dict[str, Any]], targets: dict[str, list[str]] | N
 def observation_targets(messages: list[dict[str, Any]]) -> dict[str, list[str]] | None:
     """Tool -> valid ids, from the last user message when it is a serving observation's text
     (None otherwise: the grammar then constrains the shape of an id only)."""
+    from kv_cache_env.llm.valid_calls import valid_targets
     from kv_cache_env.sim import parse
-    from kv_cache_env.valid_calls import valid_targets
 
     for message in reversed(messages):
         if message.get("role") == "user":

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
-from kv_cache_env.replies import one_line
+from kv_cache_env.llm.model_output import one_line
 from kv_cache_env.sim import Action, approx_tokens, parse
 from kv_context_env.llm.agent import READER_SYSTEM, context_system_prompt
 from kv_context_env.policies.text_agent import context_text_answer, context_text_calls

@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kv_cache_env.replies import one_line
-from kv_cache_env.responses import ProviderError
+from kv_cache_env.llm.model_output import one_line
+from kv_cache_env.llm.provider_responses import ProviderError
 from kv_cache_env.suggest import unknown_name
 from kv_context_env.generator.conversation import LEVELS, generate_conversation
 from kv_context_env.policies.baselines import CONTEXT_POLICIES
@@ -232,8 +232,8 @@ def _play_model(
 ) -> dict[str, Any]:
     import openai
 
-    from kv_cache_env.agent import Transcript
-    from kv_cache_env.openai_chat import openai_chat
+    from kv_cache_env.llm.agent_loop import Transcript
+    from kv_cache_env.llm.openai_chat import openai_chat
     from kv_context_env.llm.agent import CONTEXT_TOOLS, play_context_episode
 
     base_url, key, model = endpoint

@@ -1,7 +1,7 @@
 """`kvarena cache-replay`: replay recorded eval transcripts request by request through each
 breakpoint strategy and a model of the provider's cache, and compare what each would cost.
 
-The requests are rebuilt exactly as the agent loop sent them (`kv_cache_env.agent`, or
+The requests are rebuilt exactly as the agent loop sent them (`kv_cache_env.llm.agent_loop`, or
 `kv_context_env.llm.agent` for `kvarena context-eval --model` transcripts, which record
 `history_turns` 0 and the context tools): the system prompt, the last `history_turns` turns (all
 when the transcript says none), then the current observation; the tool schemas lead every
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kv_cache_env.bounded_read import TRANSCRIPT_LIMITS, FileReadError, read_json
-from kv_cache_env.tools import TOOLS
+from kv_cache_env.llm.tools import TOOLS
 
 from .provider import CacheUsage, Prices, ProviderCache
 from .requests import Message, RequestShape, request_units, split_request

@@ -367,7 +367,7 @@ def bench_command(
 ) -> None:
     """Measure simulator speed, the full-trace replay time and the observation size; with
     --before, the engine-speed table of this tree against an older commit's worktree."""
-    from kv_cache_env.trace_data import resolve_trace
+    from kv_cache_env.traces.trace_data import resolve_trace
 
     from .bench import run_bench
     from .speed import NAIVE_REPLAY, run_speed, speed_table

@@ -1,18 +1,19 @@
 """Hosted-model evals: the environment played by any OpenAI-compatible chat endpoint, or by an
 Anthropic Messages endpoint.
 
-Each episode runs `kv_cache_env.agent.play_episode` with a chat function backed by the official
-`openai` (or `anthropic`) client, which retries 408/409/429/5xx, connection errors and timeouts
-with exponential backoff (`max_retries`). Where the endpoint supports explicit prompt caching
-(Anthropic; OpenAI-compatible endpoints that accept `cache_control`, such as OpenRouter), the
-request carries the hybrid planner's breakpoints (`prompt_cache.strategies.HybridPlanner`: seed
+Each episode runs `kv_cache_env.llm.agent_loop.play_episode` with a chat function backed by the
+official `openai` (or `anthropic`) client, which retries 408/409/429/5xx, connection errors and
+timeouts with exponential backoff (`max_retries`). Where the endpoint supports explicit prompt
+caching (Anthropic; OpenAI-compatible endpoints that accept `cache_control`, such as OpenRouter),
+the request carries the hybrid planner's breakpoints (`prompt_cache.strategies.HybridPlanner`: seed
 002's stability tiers for changing content, a rolling breakpoint for growing history) unless
 `prompt_cache` is off; the minimum cacheable prefix is the model's (`prompt_cache.minimums`).
 
-A response that is not a chat completion is a provider error (`kv_cache_env.responses`),
-retried like a 5xx. An episode whose calls still fail is recorded as failed, with the error,
-never dropped; so is one that hits an unexpected exception (a bug), with its type and message. The
-API key is read from the environment variable named by the caller and is never written anywhere.
+A response that is not a chat completion is a provider error
+(`kv_cache_env.llm.provider_responses`), retried like a 5xx. An episode whose calls still fail is
+recorded as failed, with the error, never dropped; so is one that hits an unexpected exception (a
+bug), with its type and message. The API key is read from the environment variable named by the
+caller and is never written anywhere.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ import anthropic
 import numpy as np
 import openai
 
-from kv_cache_env.agent import ChatFn, play_episode
-from kv_cache_env.openai_chat import openai_chat
-from kv_cache_env.replies import one_line
-from kv_cache_env.responses import ProviderError
+from kv_cache_env.llm.agent_loop import ChatFn, play_episode
+from kv_cache_env.llm.model_output import one_line
+from kv_cache_env.llm.openai_chat import openai_chat
+from kv_cache_env.llm.provider_responses import ProviderError
+from kv_cache_env.llm.tools import TOOLS
 from kv_cache_env.sim import Simulator
-from kv_cache_env.tools import TOOLS
 
 from ..common.hosted_client import anthropic_client, openai_client
 from ..common.results import episode_result

@@ -49,7 +49,7 @@ FORMAT = 1
 
 SOURCES: tuple[str, ...] = (
     "environments/kv_cache_env/sim/*.py",
-    "environments/kv_cache_env/features.py",
+    "environments/kv_cache_env/rl/features.py",
     "environments/kv_cache_env/episodes.py",
     "rubrics/__init__.py",
     "rubrics/serving.py",

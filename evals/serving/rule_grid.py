@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from kv_cache_env.features import expected_left
+from kv_cache_env.rl.features import expected_left
 from kv_cache_env.sim import (
     Action,
     BlockType,

@@ -133,7 +133,7 @@ def _naive_replay(script: Path, trace_file: Path, capacity: int) -> float:
 
 def _plain_copy(trace: str, folder: Path) -> Path:
     """The trace as the naive replay reads it: an uncompressed `.jsonl` or `.csv` file."""
-    from kv_cache_env.trace_data import open_trace_text, resolve_trace, trace_format
+    from kv_cache_env.traces.trace_data import open_trace_text, resolve_trace, trace_format
 
     path = resolve_trace(trace)
     copy = folder / f"trace{trace_format(path)}"

@@ -126,8 +126,12 @@ def memory(seed: int, episodes: int, trace: str) -> dict[str, Any]:
     policies = _policies()
     create, decide = policies.create, policies.decide
     from kv_cache_env.sim import Simulator
-    from kv_cache_env.trace_data import open_trace_text, resolve_trace, trace_format
     from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
+
+    try:
+        from kv_cache_env.traces.trace_data import open_trace_text, resolve_trace, trace_format
+    except ModuleNotFoundError:  # trees before `traces/` was a package
+        from kv_cache_env.trace_data import open_trace_text, resolve_trace, trace_format
 
     def replay(path: str) -> int:
         loaded = load_trace(path)

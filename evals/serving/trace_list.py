@@ -3,8 +3,8 @@ counted, never a hard-coded figure)."""
 
 from __future__ import annotations
 
-from kv_cache_env.trace_data import BUILTIN_TRACES
 from kv_cache_env.traces import load_trace
+from kv_cache_env.traces.trace_data import BUILTIN_TRACES
 
 
 def builtin_trace_rows() -> list[tuple[str, str, str, str, str, str]]:

@@ -10,7 +10,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from kv_cache_env.responses import ProviderError, openai_reply, with_retries
+from kv_cache_env.llm.provider_responses import ProviderError, openai_reply, with_retries
 from kv_context_env.sim.episode import ContextEpisode
 
 from .agent import reader_messages

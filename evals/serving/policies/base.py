@@ -15,7 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from kv_cache_env.features import compress_gain, growth_at_most, growth_blocks
+from kv_cache_env.rl.features import compress_gain, growth_at_most, growth_blocks
 from kv_cache_env.sim import Action, EntryView, Observation, Simulator, compress, evict
 
 DEFAULT_TARGET_USAGE = 0.95

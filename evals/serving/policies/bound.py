@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kv_cache_env.features import compress_gain
+from kv_cache_env.rl.features import compress_gain
 from kv_cache_env.sim import Action, Observation, PauseKind, Simulator, compress, evict, swap
 from rubrics import score
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kv_cache_env.features import compress_gain, growth_blocks
+from kv_cache_env.rl.features import compress_gain, growth_blocks
 from kv_cache_env.sim import (
     EVICTION_VALUE,
     RETENTION_PRIORITY,

@@ -2,7 +2,7 @@
 
 Each turn, for every sequence on the GPU (in the observation's order, largest first), it scores
 the three tools with a linear function of that sequence's features and the turn's global
-features (`kv_cache_env.features`, the same numbers the Gymnasium environment shows), and
+features (`kv_cache_env.rl.features`, the same numbers the Gymnasium environment shows), and
 applies the best-scoring tool the simulator would accept if its score is above 0 — at most one
 call per sequence per turn, so compressing twice takes two turns. Offloads count down the free
 CPU blocks as they are chosen, so a session whose KV no longer fits falls to its next-best tool.
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from kv_cache_env.bounded_read import SMALL_JSON_LIMITS, read_json
-from kv_cache_env.features import (
+from kv_cache_env.rl.features import (
     GLOBAL,
     HIGH,
     LOW,

@@ -23,7 +23,7 @@ searches over it every turn, and `min-waste` is the rule at weight 1.
 
 from __future__ import annotations
 
-from kv_cache_env.features import expected_left
+from kv_cache_env.rl.features import expected_left
 from kv_cache_env.sim import Action, EntryView, Observation, evict, swap
 
 from .base import Policy

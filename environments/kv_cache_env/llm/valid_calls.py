@@ -11,7 +11,7 @@ The rules are `Simulator._apply`'s, stated on what the observation shows:
 
 from __future__ import annotations
 
-from .sim import Observation
+from ..sim import Observation
 
 TOOLS_WITH_TARGETS: tuple[str, ...] = ("evict", "compress", "swap")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .replies import ToolCall, arguments_text, clean_text, echo, one_line, parse_arguments
-from .sim import ACTION_KINDS, Simulator, make_action
+from ..sim import ACTION_KINDS, Simulator, make_action
+from .model_output import ToolCall, arguments_text, clean_text, echo, one_line, parse_arguments
 
 _SEQ_ID = {
     "type": "string",

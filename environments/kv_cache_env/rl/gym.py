@@ -1,7 +1,7 @@
 """Gymnasium interface to the serving simulator: `kvcache/Serving-v0`, registered on import.
 
     import gymnasium as gym
-    import kv_cache_env.gym  # registers kvcache/Serving-v0
+    import kv_cache_env.rl.gym  # registers kvcache/Serving-v0
 
     env = gym.make("kvcache/Serving-v0", scenario="hard")
     obs, info = env.reset(seed=0)
@@ -34,7 +34,7 @@ resolve raises ValueError and leaves the env as it was (the next reset works as 
 ## Observation space (`Dict`)
 - `slots`: `Box(-4, 8, (max_slots, 31), float32)`, one row per sequence holding KV (running,
   paused on the GPU, paused on CPU) in the observation's order (largest GPU cost first), zero
-  rows after the last; its columns are `kv_cache_env.features.SLOT_FEATURES`.
+  rows after the last; its columns are `kv_cache_env.rl.features.SLOT_FEATURES`.
 - `globals`: `Box(-4, 8, (18,), float32)`, memory, CPU tier and queue state
   (`GLOBAL_FEATURES`).
 - `action_mask`: `MultiBinary(1 + 3 * max_slots)`, 1 where the action is valid now.
@@ -58,7 +58,7 @@ The same episodes, observation and rewards with one step per turn: the action is
 `MultiDiscrete([4] * max_slots)` (per row: 0 keep, 1 `evict`, 2 `compress`, 3 `swap`, applied
 in row order, then the engine steps) and `action_mask` is `(max_slots, 4)`; see
 `ServingTurnsEnv`. Every episode is then exactly `steps` (15) steps long, which suits batched
-rollouts. Its batched vector env (`kv_cache_env.gym_vector.ServingTurnsVectorEnv`, the
+rollouts. Its batched vector env (`kv_cache_env.rl.gym_vector.ServingTurnsVectorEnv`, the
 registered `vector_entry_point`: `gymnasium.make_vec(TURNS_ENV_ID, num_envs=n,
 vectorization_mode="vector_entry_point", workers=2)`) plays the episodes on one
 `VectorSimulator`, equal step for step to `n` copies behind `SyncVectorEnv`.
@@ -96,7 +96,9 @@ from gymnasium import spaces
 
 from rubrics import episode_metrics, resolve_weights, score
 
-from .episodes import TRAIN_SEED_START, EpisodeSpec
+from ..episodes import TRAIN_SEED_START, EpisodeSpec
+from ..sim import Action, Observation, Simulator, render
+from ..sim.actions import ActionKind
 from .features import (
     GLOBAL_FEATURES,
     HIGH,
@@ -107,8 +109,6 @@ from .features import (
     global_features,
 )
 from .features import slot_features as _slot_features
-from .sim import Action, Observation, Simulator, render
-from .sim.actions import ActionKind
 
 ENV_ID = "kvcache/Serving-v0"
 TURNS_ENV_ID = "kvcache/ServingTurns-v0"
@@ -436,7 +436,7 @@ def make_vector_env(
     """`num_envs` copies of `env_id` (keyword arguments as for `ServingEnv`) behind Gymnasium's
     vector API; `reset(seed=s)` seeds copy i with s + i. `mode="async"` runs each copy in its
     own process. `mode="batched"` (`kvcache/ServingTurns-v0` only) is the batched vector env
-    `kv_cache_env.gym_vector.ServingTurnsVectorEnv` over `VectorSimulator`: the same episodes,
+    `kv_cache_env.rl.gym_vector.ServingTurnsVectorEnv` over `VectorSimulator`: the same episodes,
     step for step, with features computed in `workers` processes (a keyword argument, default
     0: in this process)."""
     if mode == "batched":
@@ -449,12 +449,12 @@ def make_vector_env(
 
 
 if ENV_ID not in gymnasium.registry:
-    gymnasium.register(id=ENV_ID, entry_point="kv_cache_env.gym:ServingEnv")
+    gymnasium.register(id=ENV_ID, entry_point="kv_cache_env.rl.gym:ServingEnv")
 if TURNS_ENV_ID not in gymnasium.registry:
     gymnasium.register(
         id=TURNS_ENV_ID,
-        entry_point="kv_cache_env.gym:ServingTurnsEnv",
-        vector_entry_point="kv_cache_env.gym_vector:ServingTurnsVectorEnv",
+        entry_point="kv_cache_env.rl.gym:ServingTurnsEnv",
+        vector_entry_point="kv_cache_env.rl.gym_vector:ServingTurnsVectorEnv",
     )
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .sim import (
+from ..sim import (
     CATALOGUE,
     BlockType,
     Observation,

@@ -1,6 +1,6 @@
 """Numeric features of an `Observation`: one row per sequence slot plus a global vector.
 
-The Gymnasium environment (`kv_cache_env.gym`) shows exactly these arrays, and the `learned`
+The Gymnasium environment (`kv_cache_env.rl.gym`) shows exactly these arrays, and the `learned`
 baseline scores sequences with a linear function of them, so both see what every built-in
 policy sees (`sim.observe()`, or its text form) and nothing else — never the hidden return time
 of a paused session. Numpy only (Gymnasium is an optional extra).
@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .sim import (
+from ..sim import (
     ACTION_KINDS,
     EVICTION_VALUE,
     BlockType,
@@ -29,8 +29,8 @@ from .sim import (
     Phase,
     Quantization,
 )
-from .sim.catalogue import expected_remaining
-from .sim.observation import Table
+from ..sim.catalogue import expected_remaining
+from ..sim.observation import Table
 
 TOOLS = ACTION_KINDS[:3]
 """The tools an agent chooses among per sequence (evict, compress, swap: every action kind but

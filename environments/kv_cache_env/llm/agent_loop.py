@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sim import Simulator, StepStats
+from .model_output import ToolCall, clean_text
 from .prompt import system_prompt, turn_message
-from .replies import ToolCall, clean_text
-from .sim import Simulator, StepStats
 from .tools import TOOLS, run_call
 
 Message = dict[str, Any]

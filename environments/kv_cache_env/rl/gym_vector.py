@@ -1,7 +1,7 @@
 """The batched Gymnasium vector env of `kvcache/ServingTurns-v0`, over `VectorSimulator`.
 
     import gymnasium as gym
-    import kv_cache_env.gym  # registers the envs and this vector entry point
+    import kv_cache_env.rl.gym  # registers the envs and this vector entry point
 
     envs = gym.make_vec("kvcache/ServingTurns-v0", num_envs=64, scenario="hard",
                         vectorization_mode="vector_entry_point", workers=2)
@@ -65,7 +65,8 @@ from gymnasium.vector.utils import batch_space, create_empty_array
 
 from rubrics import episode_metrics, resolve_weights, score
 
-from .episodes import EpisodeSpec
+from ..episodes import EpisodeSpec
+from ..sim import Action, Simulator, VectorSimulator, VectorStep
 from .features import MAX_SLOTS, global_features, slot_features
 from .gym import (
     TOOLS,
@@ -78,7 +79,6 @@ from .gym import (
     row_calls,
     turns_action_mask,
 )
-from .sim import Action, Simulator, VectorSimulator, VectorStep
 
 
 class TurnView(NamedTuple):

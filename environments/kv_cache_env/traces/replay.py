@@ -34,15 +34,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .bounded_read import TRACE_LIMITS, FileReadError, iter_lines
-from .limits import (
+from ..bounded_read import TRACE_LIMITS, FileReadError, iter_lines
+from ..limits import (
     MAX_REQUEST_TOKENS,
     MAX_TRACE_SPAN_S,
     check_span,
     check_tokens,
     trace_seconds,
 )
-from .sim import (
+from ..sim import (
     BlockType,
     FollowUp,
     PauseKind,
@@ -52,8 +52,8 @@ from .sim import (
     Schedule,
     get_scenario,
 )
-from .sim.frozen import slot_constructor
-from .sim.workload import draw_sessions, make_followup, make_request
+from ..sim.frozen import slot_constructor
+from ..sim.workload import draw_sessions, make_followup, make_request
 from .trace_data import BUILTIN_TRACES, resolve_trace, trace_format
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -102,7 +102,7 @@ class Trace:
 
 def load_trace(path: str | Path) -> Trace:
     """Read a Mooncake `.jsonl` or Azure `.csv` trace (optionally `.gz`), or a built-in trace by
-    name (`kv_cache_env.trace_data`); the trace keeps the name or path it was asked for."""
+    name (`kv_cache_env.traces.trace_data`); the trace keeps the name or path it was asked for."""
     file = resolve_trace(path)
     if not file.is_file():
         close = difflib.get_close_matches(str(path), list(BUILTIN_TRACES), n=1, cutoff=0.6)
