@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from evals.serving.policies import create
 from kv_cache_env.llm.prompt import system_prompt, turn_message
 from kv_cache_env.llm.tools import TOOLS
+from kv_cache_env.policies import create
 from kv_cache_env.sim import SUITE, Simulator, approx_tokens, get_scenario
 from rubrics import score
 

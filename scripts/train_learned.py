@@ -7,8 +7,9 @@
 2. Trains the fp16 weights on easy/medium/hard and the fp8 weights on the five named regimes with
    the cross-entropy method (`evals.serving.learning`) on training seeds, keeping the mean that
    scored best on the selection seeds.
-3. Writes `evals/serving/policies/learned_weights.json`, `docs/learned_training.json` (the curve
-   and the selection baselines) and `docs/learned_curve.png`.
+3. Writes `environments/kv_cache_env/policies/learned_weights.json`,
+   `docs/learned_training.json` (the curve and the selection baselines)
+   and `docs/learned_curve.png`.
 4. Tests once, on evaluation seeds 0..N-1: `learned` against every registered observation-only
    policy, paired by seed; prints the table (also in `docs/learned_test.json`).
 """
@@ -36,7 +37,7 @@ from evals.serving.learning import (
     play_policy,
     train_group,
 )
-from evals.serving.policies.learned import WEIGHTS_FILE, LearnedPolicy, LinearWeights
+from kv_cache_env.policies.learned import WEIGHTS_FILE, LearnedPolicy, LinearWeights
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

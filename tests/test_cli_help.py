@@ -13,7 +13,7 @@ import pytest
 import typer
 
 from evals.cli import app
-from evals.serving.policies import available
+from kv_cache_env.policies import available
 from kv_cache_env.sim import SCENARIOS
 from kv_cache_env.traces.trace_data import BUILTIN_TRACES
 

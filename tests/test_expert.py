@@ -5,13 +5,13 @@ observations agree — which the clairvoyant `bound` fails (the negative control
 import numpy as np
 import pytest
 
-from evals.serving.policies import BUILTIN, bound_pool, create
-from evals.serving.policies.base import SimulatorPolicy
-from evals.serving.policies.bound import MACROS, BoundPolicy
-from evals.serving.policies.expert import GRID_RULES, POOL, ExpertPolicy
-from evals.serving.policies.heuristics import NoopPolicy, OffloadOrDiscardPolicy
-from evals.serving.policies.session_rules import MinWastePolicy
-from evals.serving.policies.worlds import PARTS, sample_world
+from kv_cache_env.policies import BUILTIN, bound_pool, create
+from kv_cache_env.policies.base import SimulatorPolicy
+from kv_cache_env.policies.bound import MACROS, BoundPolicy
+from kv_cache_env.policies.expert import GRID_RULES, POOL, ExpertPolicy
+from kv_cache_env.policies.heuristics import NoopPolicy, OffloadOrDiscardPolicy
+from kv_cache_env.policies.session_rules import MinWastePolicy
+from kv_cache_env.policies.worlds import PARTS, sample_world
 from kv_cache_env.sim import SUITE, Simulator, get_scenario, render
 from kv_cache_env.sim.hidden import unclassified
 from rubrics import score
@@ -34,7 +34,7 @@ def test_the_expert_is_registered_but_not_run_by_default_nor_in_the_bounds_pool(
 def test_the_experts_pool_holds_rules_that_read_the_observation_alone():
     # its grid rules are the grid's own two-liners over rendered fields; no member keeps state
     # or reads the simulator (a pool member that did would carry the truth into its play-outs)
-    from evals.serving.rule_grid import FIELDS, TwoLiner
+    from kv_cache_env.policies.rule_grid import FIELDS, TwoLiner
 
     assert {f for pair in GRID_RULES for _, f, _, _ in pair} <= FIELDS
     policies = [make() for make in POOL]

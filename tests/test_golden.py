@@ -112,7 +112,7 @@ def test_planners_match_the_golden_run(tmp_path: Path) -> None:
 
 
 def _lru_agent(seed: int):
-    from evals.serving.policies import create, decide
+    from kv_cache_env.policies import create, decide
 
     policy = create("lru")
     policy.reset(seed)
@@ -127,7 +127,7 @@ def test_vector_simulator_matches_the_golden_run() -> None:
     """A `VectorSimulator` batch, played whole (`play`) and turn by turn (`reset` / `step`)."""
     from dataclasses import asdict
 
-    from evals.serving.policies import create
+    from kv_cache_env.policies import create
     from kv_cache_env.sim import VectorSimulator
 
     episodes = [("hard", 0), ("agent-remote", 1), ("chat-human", 2)]

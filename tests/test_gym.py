@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from evals.serving.policies import create
 from evals.serving.runner import run_policy_episode
 from kv_cache_env.episodes import TRAIN_SEED_START
+from kv_cache_env.policies import create
 from kv_cache_env.rl.features import GLOBAL, MAX_SLOTS, SLOT, SLOT_FEATURES
 from kv_cache_env.rl.gym import (
     ENV_ID,

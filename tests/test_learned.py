@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from evals.serving.learning import SHAPE, Baselines, CemConfig, play_linear, train_group
-from evals.serving.policies import BUILTIN, bound_pool, create
-from evals.serving.policies.learned import (
+from evals.serving.runner import run_policy_episode
+from kv_cache_env.policies import BUILTIN, bound_pool, create
+from kv_cache_env.policies.learned import (
     INPUTS,
     WEIGHTS_FILE,
     LearnedPolicy,
     LinearWeights,
     decide_linear,
 )
-from evals.serving.runner import run_policy_episode
 from kv_cache_env.sim import Simulator, get_scenario, parse, render
 from rubrics import score
 
@@ -103,7 +103,7 @@ def test_inputs_are_the_slot_and_global_feature_columns():
     """`inputs` builds only the columns the policy reads; they must stay equal to the
     Gymnasium features' (`slot_features`, `global_features`) those columns, bit for bit, on
     observations with running, paused, offloaded and compressed sequences."""
-    from evals.serving.policies.learned import _GLOBAL_IDX, ENTRY_INPUTS, inputs
+    from kv_cache_env.policies.learned import _GLOBAL_IDX, ENTRY_INPUTS, inputs
     from kv_cache_env.rl.features import SLOT, global_features, slot_features
 
     entry_columns = np.array([SLOT[n] for n in ENTRY_INPUTS])  # the slot columns it reads

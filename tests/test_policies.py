@@ -4,7 +4,8 @@ lookahead and of the bound."""
 import pytest
 from conftest import call, req, tiny_sim
 
-from evals.serving.policies import (
+from evals.serving.runner import run_policy_episode
+from kv_cache_env.policies import (
     BUILTIN,
     REFERENCE,
     available,
@@ -13,9 +14,8 @@ from evals.serving.policies import (
     decide,
     register,
 )
-from evals.serving.policies.bound import BoundPolicy
-from evals.serving.policies.lookahead import BASE_HEURISTICS, LookaheadPolicy
-from evals.serving.runner import run_policy_episode
+from kv_cache_env.policies.bound import BoundPolicy
+from kv_cache_env.policies.lookahead import BASE_HEURISTICS, LookaheadPolicy
 from kv_cache_env.sim import BlockType, Quantization, Simulator, get_scenario
 from rubrics import score
 

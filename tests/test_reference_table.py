@@ -114,8 +114,8 @@ def test_the_digest_ignores_comments_and_docstrings_but_not_code(tmp_path: Path)
     for expected in (
         "environments/kv_cache_env/sim/engine.py",
         "rubrics/serving.py",
-        "evals/serving/policies/bound.py",
-        "evals/serving/policies/learned_weights.json",
+        "environments/kv_cache_env/policies/bound.py",
+        "environments/kv_cache_env/policies/learned_weights.json",
         "evals/serving/runner.py",
     ):
         assert expected in files
@@ -128,7 +128,7 @@ def test_the_files_left_out_of_the_digest_run_in_no_record_the_table_holds():
     import ast
     import inspect
 
-    from evals.serving.policies import NOT_IN_POOL, bound_pool, create
+    from kv_cache_env.policies import NOT_IN_POOL, bound_pool, create
 
     left_out = {reference_table.ROOT / name for name in reference_table.NOT_SOURCES}
     assert all(path.exists() for path in left_out)

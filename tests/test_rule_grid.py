@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from evals.serving.rule_grid import (
+from kv_cache_env.policies.rule_grid import (
     FIELDS,
     NOT_CONDITIONS,
     Condition,
@@ -114,8 +114,8 @@ def test_a_two_liner_leaves_what_its_first_line_took():
 def test_purge_when_full_is_the_grids_two_liner_and_in_the_bounds_pool():
     # the registered rule acts exactly as the grid rule it was taken from, on every turn of
     # episodes that cross its 95% gate (agent-tools' small GPUs), played under that rule
-    from evals.serving.policies import bound_pool, create
-    from evals.serving.policies.expert import POOL
+    from kv_cache_env.policies import bound_pool, create
+    from kv_cache_env.policies.expert import POOL
 
     grid = TwoLiner(
         OneLiner("evict", Condition("usage", ">=", 0.95)),

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from evals.cli import app
 from evals.common.edge import EXIT_EPISODES_FAILED
-from evals.serving.policies.heuristics import NoopPolicy
+from kv_cache_env.policies.heuristics import NoopPolicy
 
 runner = CliRunner()
 SLOW = ["-p", "lookahead", "-s", "hard", "-n", "40"]

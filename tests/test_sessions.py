@@ -7,7 +7,7 @@ from conftest import call, req, steps, tiny_sim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evals.serving.policies import create, decide
+from kv_cache_env.policies import create, decide
 from kv_cache_env.sim import (
     SUITE,
     BlockType,

@@ -6,8 +6,8 @@ import pickle
 import numpy as np
 import pytest
 
-from evals.serving.policies import blocks_to_free
 from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.policies import blocks_to_free
 from kv_cache_env.rl.features import growth_at_most, growth_blocks
 from kv_cache_env.sim import Simulator, get_scenario, make_action, run_reference
 from kv_cache_env.sim import simulator as simulator_module

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from evals.common.results import episode_result
-from evals.serving.policies import create
 from evals.serving.runner import run_policy_episode
 from evals.serving.validate_jobs import Job, run_job, run_jobs
 from evals.serving.validate_results import EpisodeResult, Results
+from kv_cache_env.policies import create
 from kv_cache_env.sim import get_scenario
 from rubrics import COMPONENTS, METRIC_NAMES
 

@@ -5,9 +5,9 @@ The scalar side is played here with `Simulator` directly (not through the batche
 import numpy as np
 import pytest
 
-from evals.serving.policies import create
 from evals.serving.runner import PolicyAgent, run_policy_episode
 from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.policies import create
 from kv_cache_env.sim import Simulator, VectorSimulator, get_scenario, make_action
 
 EPISODES = [("hard", 3), ("agent-tools", 4), ("chat-human", 5), ("flash-crowd", 6), ("easy", 7)]

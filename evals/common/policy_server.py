@@ -38,13 +38,13 @@ from http import HTTPStatus
 from typing import Any
 
 from kv_cache_env.llm.model_output import one_line
+from kv_cache_env.policies import Policy, SimulatorPolicy, create
 from kv_cache_env.sim import Action, approx_tokens, parse
 from kv_context_env.llm.agent import READER_SYSTEM, context_system_prompt
 from kv_context_env.policies.text_agent import context_text_answer, context_text_calls
 
 from ..prompt_cache.provider import BreakpointError, ProviderCache, Unit, content_key
 from ..prompt_cache.tokens import estimate_tokens
-from ..serving.policies import Policy, SimulatorPolicy, create
 from .faults import INJECTED, inject
 from .http_guard import (
     BODY_TIMEOUT_S,

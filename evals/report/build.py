@@ -24,6 +24,7 @@ from kv_cache_env.bounded_read import (
     iter_line_bytes,
     read_json,
 )
+from kv_cache_env.policies import REFERENCE
 from kv_cache_env.sim import SUITE, SUITE_VERSION, TIERS
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
@@ -33,7 +34,6 @@ from ..common.stats import mean_ci
 from ..prompt_cache.dollars import mean_episode_cost
 from ..prompt_cache.provider import Prices
 from ..serving.normalize import FLOOR, MIN_RANGE, normalized_scores
-from ..serving.policies import REFERENCE
 from ..serving.summary import group_results
 from .display import display_name, html_text, markdown_cell, unsafe_html
 from .ranking import RESAMPLES, Ranked, Ranking, rank_agents

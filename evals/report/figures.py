@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from kv_cache_env.policies import REFERENCE
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 
 from ..serving.normalize import FLOOR
-from ..serving.policies import REFERENCE
 from .display import FIGURE_NAME_CHARS, display_name
 from .ranking import Ranking
 from .svg import Series, bar_chart, dot_chart, line_panels

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from kv_cache_env.policies import REFERENCE
+
 from ..serving.normalize import FLOOR, MIN_RANGE
-from ..serving.policies import REFERENCE
 
 RESAMPLES = 1000
 BOOTSTRAP_SEED = 0

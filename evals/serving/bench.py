@@ -21,10 +21,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
+from kv_cache_env.policies import create, decide
 from kv_cache_env.sim import TIERS, Simulator, approx_tokens, get_scenario, parse, render
 from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
 
-from .policies import create, decide
 from .runner import run_policy_episode
 
 DEFAULT_TRACE = "mooncake-conversation"

@@ -404,7 +404,7 @@ def bench_command(
 
 def policies_command() -> None:
     """List the registered policies."""
-    from . import policies
+    from kv_cache_env import policies
 
     for name in policies.available():
         policy = policies.create(name)

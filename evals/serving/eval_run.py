@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from kv_cache_env import policies
 from kv_cache_env.episodes import EpisodeSpec, load_episode_trace
 from kv_cache_env.llm.model_output import one_line
 from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION, canonical_scenario_name
@@ -26,7 +27,6 @@ from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_options, parse
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
 from ..common.secrets import scrub
-from . import policies
 from .jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
 from .normalize import normalized_scores
 from .reference_table import source_digest

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.policies import create
 
 from ..common.results import episode_result
-from .policies import create
 from .runner import run_policy_episode
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kv_cache_env.episodes import TRAIN_SEED_START
+from kv_cache_env.policies import Policy, available, create
+from kv_cache_env.policies.learned import INPUTS, TOOLS, decide_linear
 from kv_cache_env.sim import SUITE, Action, Observation, Quantization, get_scenario
 from rubrics import score
 
-from .policies import Policy, available, create
-from .policies.learned import INPUTS, TOOLS, decide_linear
 from .runner import run_policy_episode
 
 SELECT_SEED_START = TRAIN_SEED_START + 500_000

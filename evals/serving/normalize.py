@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kv_cache_env.policies import REFERENCE
+
 from ..common.stats import mean_ci
-from .policies import REFERENCE
 
 FLOOR = "noop"
 MIN_RANGE = 0.05

@@ -14,8 +14,8 @@ The table is used only when everything that changes a record matches:
 - the code: a digest of the simulator, the rubric (the bound searches by reward), the policies
   (the bound's pool is every registered policy but a few) and the episode runner — of their code
   tokens, so comments and docstrings do not count (`source_digest`). The honest `expert`'s own
-  modules are left out (`NOT_SOURCES`): neither `noop` nor `bound` runs them (tested), so
-  changing the expert does not stale the table.
+  modules and the rule grid it draws from are left out (`NOT_SOURCES`): neither `noop` nor
+  `bound` runs them (tested), so changing the expert does not stale the table.
 Anything else is computed as before. `kvarena validate` fails when the table is stale (the
 digest differs) or has drifted (an entry no longer equals a recomputed one).
 
@@ -54,18 +54,20 @@ SOURCES: tuple[str, ...] = (
     "rubrics/__init__.py",
     "rubrics/serving.py",
     "rubrics/metrics.py",
-    "evals/serving/policies/*.py",
-    "evals/serving/policies/*.json",
+    "environments/kv_cache_env/policies/*.py",
+    "environments/kv_cache_env/policies/*.json",
     "evals/serving/runner.py",
 )
 """What produces a record: the files whose code the digest covers (relative to the project)."""
 
 NOT_SOURCES: tuple[str, ...] = (
-    "evals/serving/policies/expert.py",
-    "evals/serving/policies/worlds.py",
+    "environments/kv_cache_env/policies/expert.py",
+    "environments/kv_cache_env/policies/worlds.py",
+    "environments/kv_cache_env/policies/rule_grid.py",
 )
-"""Files matched by `SOURCES` that no table record depends on: the `expert` planner and its
-world sampler (not in the bound's pool, never imported by a pooled policy; tested)."""
+"""Files matched by `SOURCES` that no table record depends on: the `expert` planner, its world
+sampler and the grid of fixed rules it draws from (not in the bound's pool, never imported by
+a pooled policy; tested)."""
 
 REGENERATE = "nice -n 10 uv run --no-sync python scripts/reference_table.py -j 2"
 """The command that rebuilds the table (told in every message about a stale table)."""
@@ -200,9 +202,9 @@ def status() -> str:
 def play_entry(agent: str, scenario: str, seed: int) -> dict[str, Any]:
     """The record of `agent` on evaluation episode (`scenario`, `seed`), as `kvarena eval`
     plays it, as a dict (what the table stores)."""
+    from kv_cache_env.policies import create
     from kv_cache_env.sim import get_scenario
 
-    from .policies import create
     from .runner import run_policy_episode
 
     return run_policy_episode(create(agent), get_scenario(scenario), seed).to_dict()

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kv_cache_env.policies import Policy, create, decide
 from kv_cache_env.sim import Action, EpisodeRecord, Scenario, Schedule, Simulator
-
-from .policies import Policy, create, decide
 
 
 def run_policy_episode(

@@ -33,12 +33,15 @@ clock = time.process_time
 
 
 def _policies() -> Any:
-    """The policy registry, `evals.serving.policies` (or `evals.policies` in trees older than
-    the issue-18 layout, so `--before` can name them)."""
+    """The policy registry: `kv_cache_env.policies`, or where older trees kept it
+    (`evals.serving.policies`, and `evals.policies` before that), so `--before` can name them."""
     try:
-        from evals.serving import policies
-    except ModuleNotFoundError:
-        import evals.policies as policies  # type: ignore[no-redef]
+        from kv_cache_env import policies
+    except ImportError:
+        try:
+            from evals.serving import policies  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            import evals.policies as policies  # type: ignore[no-redef]
     return policies
 
 

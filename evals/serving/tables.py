@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from rich.console import Console
 from rich.table import Table
 
+from kv_cache_env.policies import REFERENCE
+
 from ..common.console import out_console
 from .normalize import FLOOR, MIN_RANGE, Normalized
-from .policies import REFERENCE
 from .summary import COLUMNS, DEFAULT_COLUMNS, Row
 
 NORM = "norm = (agent - noop) / (bound - noop) on paired seeds: 0 does nothing, 1 is the bound"

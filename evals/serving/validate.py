@@ -34,6 +34,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kv_cache_env.policies import Policy, available, create
+from kv_cache_env.policies.rule_grid import (
+    OneLiner,
+    conditions,
+    field_values,
+    one_liners,
+    quoted_rules,
+    two_liners,
+)
 from kv_cache_env.sim import (
     SUITE,
     Observation,
@@ -47,15 +56,6 @@ from kv_cache_env.sim import (
 from rubrics import DEFAULT_WEIGHTS
 
 from ..common.stats import mean_ci
-from .policies import Policy, available, create
-from .rule_grid import (
-    OneLiner,
-    conditions,
-    field_values,
-    one_liners,
-    quoted_rules,
-    two_liners,
-)
 from .validate_jobs import Job, run_job, run_jobs
 from .validate_results import Results
 

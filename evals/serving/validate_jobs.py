@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.policies import BoundPolicy, Policy, create, decide
+from kv_cache_env.policies.bound import DEEP_MACROS
+from kv_cache_env.policies.expert import ExpertPolicy
 from kv_cache_env.sim import BlockType, Simulator, Status, evict, swap
 from rubrics import score
 
 from ..common.processes import worker_pool
-from .policies import BoundPolicy, Policy, create, decide
-from .policies.bound import DEEP_MACROS
-from .policies.expert import ExpertPolicy
 from .validate_results import EpisodeResult, Results
 
 

@@ -88,7 +88,7 @@ trying, which it plays out on its sampled futures like any other."""
 
 def _grid_rule(first: Line, second: Line) -> Callable[[], Policy]:
     def make() -> Policy:
-        from ..rule_grid import Condition, OneLiner, TwoLiner  # the grid imports this package
+        from .rule_grid import Condition, OneLiner, TwoLiner  # the grid imports base
 
         one, two = (OneLiner(tool, Condition(f, op, v)) for tool, f, op, v in (first, second))  # type: ignore[arg-type]
         return TwoLiner(one, two)

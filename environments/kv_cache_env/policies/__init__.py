@@ -1,4 +1,10 @@
-"""Baseline policies behind one registry: `register`, `create(name)`, `available()`."""
+"""The built-in serving policies behind one registry: `register`, `create(name)`, `available()`.
+
+Every policy here is a pure function of what it is given: an `Observation` (the rules in
+`heuristics` and `session_rules`, the `learned` linear scorer, the `rule_grid` that `validate`
+holds the suite against), or, for the planners, a copy of the simulator (`lookahead`; the
+clairvoyant `bound`; the honest `expert`, which plays sampled futures from `worlds`). No I/O:
+the episode runner and the results live in `evals.serving`."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ from kv_cache_env.sim import (
 )
 from kv_cache_env.sim.observation import candidate_score
 
-from .policies.base import Policy
+from .base import Policy
 
 Op = Literal[">=", "<=", "="]
 TOOLS = ("evict", "compress", "swap")
