@@ -1,8 +1,8 @@
 """Property-based fuzzing of the two boundaries: provider response -> reply
-(`kv_cache_env.llm.provider_responses`) and reply -> actions (`kv_cache_env.llm.model_output`, `tools.run_call`,
-`call_context_tool`). Whatever arrives, nothing raises except `ProviderError`, every call is
-answered with one line of at most 200 characters that can be encoded, and each bad call is
-counted. CI profile: at most 150 examples per property, no deadline."""
+(`kv_cache_env.llm.provider_responses`) and reply -> actions (`kv_cache_env.llm.model_output`,
+`tools.run_call`, `call_context_tool`). Whatever arrives, nothing raises except `ProviderError`,
+every call is answered with one line of at most 200 characters that can be encoded, and each bad
+call is counted. CI profile: at most 150 examples per property, no deadline."""
 
 from __future__ import annotations
 

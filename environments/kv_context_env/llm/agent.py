@@ -160,7 +160,8 @@ def observation_message(obs: ContextObservation) -> Message:
 
 def call_context_tool(episode: ContextEpisode, call: ToolCall) -> str:
     """Apply one tool call; every error comes back as one line of text, counts as an invalid
-    action and changes nothing. Never raises on model input (see `kv_cache_env.llm.model_output`)."""
+    action and changes nothing. Never raises on model input (see
+    `kv_cache_env.llm.model_output`)."""
     if call.problem is not None:
         for _ in range(call.invalid_count):
             episode.count_invalid()
