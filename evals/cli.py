@@ -1,6 +1,6 @@
 """`kvarena`: the command-line app and its commands' registration. Each command's options and
 body live with its family (`serving.commands`, `context.commands`, `prompt_cache.commands`,
-`report.commands`, `common.commands`).
+`report.commands`, `servers.commands`), and `validate`'s family dispatch in `validation`.
 
 kvarena eval                      # built-in policies x the serving suite, no API key
 kvarena eval -p lru,lookahead -s hard -n 50 --seed 7 -o runs/hard
@@ -16,11 +16,12 @@ from typing import Annotated
 
 import typer
 
-from .common import commands as common
+from . import validation
 from .common.edge import SafeGroup
 from .context import commands as context
 from .prompt_cache import commands as prompt_cache
 from .report import commands as report_commands
+from .servers import commands as servers
 from .serving import commands as serving
 
 app = typer.Typer(
@@ -46,10 +47,10 @@ app.command("context-eval")(context.context_eval_command)
 app.command("policies")(serving.policies_command)
 app.command("scenarios")(serving.scenarios_command)
 app.command("traces")(serving.traces_command)
-app.command("serve-policy")(common.serve_policy_command)
-app.command("serve-model")(common.serve_model_command)
+app.command("serve-policy")(servers.serve_policy_command)
+app.command("serve-model")(servers.serve_model_command)
 app.command("report")(report_commands.report_command)
-app.command("validate")(serving.validate_command)
+app.command("validate")(validation.validate_command)
 app.command("bench")(serving.bench_command)
 
 

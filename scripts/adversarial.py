@@ -1,6 +1,6 @@
 """Adversarial runs of the hosted-model path: `kvarena eval --model` and `kvarena context-eval
 --model` against the keyless policy server injecting a seeded mix of every fault class
-(`evals.common.faults.fault_plan`: transport, non-completion bodies, malformed tool calls).
+(`evals.servers.faults.fault_plan`: transport, non-completion bodies, malformed tool calls).
 
     uv run --no-sync python scripts/adversarial.py --seeds 0,1,2 --episodes 6 --rate 0.3
 
@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "environments")]
 
-from evals.common.faults import fault_plan  # noqa: E402
-from evals.common.policy_server import PolicyServer  # noqa: E402
+from evals.servers.faults import fault_plan  # noqa: E402
+from evals.servers.policy_server import PolicyServer  # noqa: E402
 
 
 def one_run(kind: str, seed: int, episodes: int, rate: float, work: Path) -> dict[str, object]:

@@ -37,9 +37,12 @@ WORKLOAD = r"""
 import sys
 sys.path[:0] = ["environments", "."]
 try:
-    from evals.serving import policies
-except ModuleNotFoundError:  # trees older than the issue-18 layout
-    import evals.policies as policies
+    from kv_cache_env import policies
+except ImportError:  # trees where the policies lived in evals/
+    try:
+        from evals.serving import policies
+    except ModuleNotFoundError:
+        import evals.policies as policies
 from kv_cache_env.sim import Simulator, get_scenario
 
 import gc

@@ -785,7 +785,7 @@ class _EchoServer:
     in a 401 (later ones)."""
 
     def __init__(self) -> None:
-        from evals.common.http_guard import GuardedHandler, GuardedHTTPServer
+        from evals.servers.http_guard import GuardedHandler, GuardedHTTPServer
 
         served = {"n": 0}
 

@@ -1,4 +1,4 @@
-"""An adversarial loopback endpoint (`PolicyServer` with `evals.common.faults`) against the whole
+"""An adversarial loopback endpoint (`PolicyServer` with `evals.servers.faults`) against the whole
 hosted-model path: every fault class injected, one line per episode, a `run.json`, no crash.
 Retry back-off is 0 s here (injected 429/500 ask for a 1 ms retry)."""
 
@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
-from evals.common.faults import REPLY_FAULTS, RESPONSE_FAULTS, TRANSPORT_FAULTS
-from evals.common.policy_server import PolicyServer
 from evals.common.result_check import parse_line
+from evals.servers.faults import REPLY_FAULTS, RESPONSE_FAULTS, TRANSPORT_FAULTS
+from evals.servers.policy_server import PolicyServer
 from kv_cache_env.llm import provider_responses as responses
 
 runner = CliRunner()

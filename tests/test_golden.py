@@ -70,7 +70,7 @@ def test_prompt_cache_family_matches_the_golden_run(tmp_path: Path) -> None:
     # server's Anthropic Messages endpoint, which models a provider cache) played with the hybrid
     # planner's `cache_control` breakpoints, then `cache-replay` pricing its transcripts under
     # the five strategies. Both outputs are pinned: the recorded usage and the replay's JSON.
-    from evals.common.policy_server import PolicyServer
+    from evals.servers.policy_server import PolicyServer
 
     out = tmp_path / "run"
     model = ["--model", "lru", "--api", "anthropic", "-s", "easy", "-n", "1", "--steps", "8"]

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from evals.cli import app
 from evals.common import hosted_client, raw_http
-from evals.common.http_guard import GuardedHandler, GuardedHTTPServer, proxy_handler
-from evals.common.policy_server import PolicyServer
 from evals.common.secrets import REDACTED, forget_secrets, register_secret, scrub
+from evals.servers.http_guard import GuardedHandler, GuardedHTTPServer, proxy_handler
+from evals.servers.policy_server import PolicyServer
 
 runner = CliRunner()
 KEY = "sk-canary-7Hq2Zt9WmXv4Lp8Rk3Nd6Bf1Jc5Ys0Ga"

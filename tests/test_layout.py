@@ -137,3 +137,87 @@ def test_every_package_says_what_it_owns() -> None:
         if not ast.get_docstring(ast.parse(init.read_text()))
     ]
     assert silent == []
+
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # the environments: shared helpers, then the simulator, up to the tasksets
+    ("kv_cache_env.suggest", "kv_cache_env.limits", "kv_cache_env.bounded_read"),
+    ("kv_cache_env.sim",),
+    ("kv_cache_env.traces",),
+    ("kv_cache_env.episodes",),
+    ("kv_cache_env.llm", "kv_cache_env.rl"),
+    ("kv_cache_env.policies",),
+    ("kv_cache_env.taskset",),
+    ("kv_context_env",),
+    # the evaluation layer, all I/O: what everything shares, then the families, then what
+    # spans families, then the command line
+    ("evals.common",),
+    ("evals.prompt_cache",),
+    ("evals.servers",),
+    ("evals.serving", "evals.context"),
+    ("evals.report", "evals.validation"),
+    ("evals.cli",),
+)
+"""The layer order, lowest first. A module may import its own unit and any unit of a lower
+layer, never a higher layer nor another unit of its own layer (the two families never import
+each other). Package roots and the old-path shims belong to no unit."""
+
+UNITS = {unit: layer for layer, units in enumerate(LAYERS) for unit in units}
+
+
+def _unit(module: str) -> str | None:
+    matches = [u for u in UNITS if module == u or module.startswith(u + ".")]
+    return max(matches, key=len) if matches else None
+
+
+def _module_name(path: Path) -> str:
+    base = ENVIRONMENTS if ENVIRONMENTS in path.parents else ROOT
+    parts = list(path.relative_to(base).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, module) of every import in the file, function-local ones included; relative
+    imports resolved; `from package import name` counts as `package.name`."""
+    import ast
+
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def test_every_import_goes_down_the_layer_order() -> None:
+    sources = [*ENVIRONMENTS.rglob("*.py"), *EVALS.rglob("*.py")]
+    upward = []
+    for path in sorted(sources):
+        module = _module_name(path)
+        own = _unit(module)
+        if own is None:
+            continue
+        for line, target in _imported(path, module):
+            to = _unit(target)
+            if to is not None and to != own and UNITS[to] >= UNITS[own]:
+                upward.append(f"{path.relative_to(ROOT)}:{line} ({own}) imports {target}")
+    assert upward == []
+
+
+def test_the_layer_order_names_every_package() -> None:
+    # a new package must be placed in the order, not left outside the check
+    packages = {
+        _module_name(init)
+        for top in (ENVIRONMENTS, EVALS)
+        for init in top.rglob("__init__.py")
+        if "warnings.warn(" not in init.read_text()  # an old path's shim, which holds no code
+    }
+    roots = {"kv_cache_env", "kv_context_env", "evals"}
+    unplaced = sorted(p for p in packages - roots if _unit(p) is None)
+    assert unplaced == []

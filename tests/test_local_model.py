@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from evals.common.local_model import LocalModelError, check_installed, is_local, model_path
 from evals.common.results import validate
+from evals.servers.local_model import LocalModelError, check_installed, is_local, model_path
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
@@ -131,7 +131,7 @@ def test_sigterm_stops_the_server_too(llama, tmp_path):
     """A kvarena process killed with SIGTERM unwinds and stops its llama.cpp server."""
     script = (
         "from pathlib import Path\n"
-        "from evals.common.local_model import LocalModelServer\n"
+        "from evals.servers.local_model import LocalModelServer\n"
         f"s = LocalModelServer('local:smollm2', log=Path({str(tmp_path / 'model.log')!r}))\n"
         "try:\n"
         "    s.start()\n"
@@ -154,11 +154,11 @@ def test_sigterm_stops_the_server_too(llama, tmp_path):
 
 
 def test_constrained_decoding_is_the_default_and_can_be_switched_off(llama):
-    from evals.common.local_model import LocalModelServer
-    from evals.common.local_tool_calls import CHAT_FORMAT
+    from evals.servers.local_model import LocalModelServer
+    from evals.servers.local_tool_calls import CHAT_FORMAT
 
     constrained = LocalModelServer("local:smollm2").command()
-    assert constrained[1:3] == ["-m", "evals.common.local_tool_calls"]
+    assert constrained[1:3] == ["-m", "evals.servers.local_tool_calls"]
     assert constrained[constrained.index("--chat_format") + 1] == CHAT_FORMAT
     free = LocalModelServer("local:smollm2", constrain=False).command()
     assert free[1:3] == ["-m", "llama_cpp.server"]

@@ -1,4 +1,4 @@
-"""The constrained tool-call format of `local:` models (`evals.common.local_tool_calls`), without a
+"""The constrained tool-call format of `local:` models (`evals.servers.local_tool_calls`), without a
 model: the grammar built from the tools, the lines -> OpenAI `tool_calls` conversion, and the
 handler's routing (a fake `llama` stands in for the model; the real one is in
 test_local_model.py)."""
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from evals.common import local_tool_calls as ltc
+from evals.servers import local_tool_calls as ltc
 from kv_cache_env.llm.tools import TOOLS, call_tool
 from kv_cache_env.llm.valid_calls import valid_targets
 from kv_cache_env.sim import Simulator, get_scenario, render

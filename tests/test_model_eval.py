@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from evals.common.policy_server import PolicyServer, parse_faults
 from evals.common.results import validate
+from evals.servers.policy_server import PolicyServer, parse_faults
 from evals.serving.jobs import EpisodeJob, run_job
 from evals.serving.model_eval import ModelSpec, run_model_jobs
 from kv_cache_env.episodes import EpisodeSpec

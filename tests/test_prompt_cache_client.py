@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
-from evals.common.policy_server import PolicyServer
 from evals.prompt_cache.provider import Prices
 from evals.prompt_cache.render import anthropic_request, count_marks, openai_cached_messages
 from evals.prompt_cache.replay import Transcript, load_transcript, replay, requests_of
 from evals.prompt_cache.strategies import HybridPlanner, make_planner, tools_tokens
+from evals.servers.policy_server import PolicyServer
 from evals.serving.jobs import EpisodeJob
 from evals.serving.model_eval import ModelSpec, run_model_jobs
 from kv_cache_env.episodes import EpisodeSpec

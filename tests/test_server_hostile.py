@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from evals.cli import app
 from evals.common import raw_http
-from evals.common.http_guard import MAX_BODY_BYTES, GuardedHTTPServer, proxy_handler
-from evals.common.policy_server import PolicyServer
+from evals.servers.http_guard import MAX_BODY_BYTES, GuardedHTTPServer, proxy_handler
+from evals.servers.policy_server import PolicyServer
 
 runner = CliRunner()
 FAST = {"header_timeout_s": 1.0, "body_timeout_s": 1.0}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.common.policy_server import PolicyServer
+from evals.servers.policy_server import PolicyServer
 from evals.serving.jobs import EpisodeJob, run_job
 from kv_cache_env.episodes import EpisodeSpec
 from rubrics import COMPONENTS

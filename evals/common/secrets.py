@@ -17,6 +17,7 @@ because every writer, however deep, must see it.
 from __future__ import annotations
 
 import base64
+import os
 import re
 import urllib.parse
 
@@ -28,6 +29,22 @@ _secrets: list[str] = []
 _grams: set[str] = set()
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s\"'<>@]*@")
 _URL_QUERY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s\"'<>?#]*)\?[^\s\"'<>#]*")
+
+
+LOOPBACK_PREFIXES = ("http://127.0.0.1", "http://localhost", "http://[::1]")
+"""Base URLs of a server on this machine (a local model, the keyless policy server)."""
+
+
+def key_from_env(api_key_var: str, base_url: str | None) -> str | None:
+    """The API key in `api_key_var`, registered so that `scrub` removes it from everything
+    written; a loopback endpoint needs none (`"not-needed"`); None when the key is missing."""
+    key = os.environ.get(api_key_var)
+    if key:
+        register_secret(key)
+        return key
+    if base_url and base_url.startswith(LOOPBACK_PREFIXES):
+        return "not-needed"
+    return None
 
 
 def register_secret(value: str | None) -> None:

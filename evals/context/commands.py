@@ -69,7 +69,7 @@ def context_eval_command(
     from kv_context_env.policies.baselines import CONTEXT_POLICIES
     from rubrics.context import CONTEXT_COMPONENTS
 
-    from ..common.local_model import DEFAULT_MAX_TOKENS, is_local
+    from ..servers.local_model import DEFAULT_MAX_TOKENS, is_local
     from .eval_run import ContextEvalArgs, run_context_command
 
     check_options(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -35,7 +34,7 @@ from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_out_dir
 from ..common.hosted_client import openai_client
 from ..common.processes import interrupt_status, interrupts_deferred, terminate_as_interrupt
 from ..common.results import dumps
-from ..common.secrets import register_secret
+from ..common.secrets import key_from_env
 from ..common.stats import mean_ci
 from .run import (
     ChatReader,
@@ -288,21 +287,16 @@ def _play_model(
 
 def _api_key(base_url: str | None, api_key_var: str) -> str:
     """The key from the environment; a loopback endpoint needs none. Never written anywhere."""
-    from ..serving.model_eval import LOOPBACK_PREFIXES
-
-    key = os.environ.get(api_key_var)
-    if key:
-        register_secret(key)  # scrubbed from everything written
+    key = key_from_env(api_key_var, base_url)
+    if key is not None:
         return key
-    if base_url and base_url.startswith(LOOPBACK_PREFIXES):
-        return "not-needed"
     raise ContextEvalError(f"environment variable {api_key_var} is not set")
 
 
 @contextmanager
 def _endpoint(model: str, base_url: str | None, out: Path) -> Iterator[tuple[str, str | None]]:
     """(name to send, base URL): a `local:` model is started here and stopped after."""
-    from ..common.local_model import LocalModelError, LocalModelServer, is_local
+    from ..servers.local_model import LocalModelError, LocalModelServer, is_local
 
     if not is_local(model):
         yield model, base_url

@@ -32,7 +32,7 @@ def hf_reader(path: str) -> Reader:
     from kv_context_env.readers.gguf_import import gguf_to_hf
     from kv_context_env.readers.hf_reader import HfReader
 
-    from ..common.local_model import is_local, model_path
+    from ..servers.local_model import is_local, model_path
 
     if is_local(path):
         path = str(gguf_to_hf(model_path(path)))

@@ -59,10 +59,10 @@ from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer
 from kv_context_env.sim.episode import ContextEpisode
 from kv_context_env.types import BLOCK_SIZE
 
+from ..common.checks import Check
 from ..common.processes import worker_pool
 from ..common.results import dumps
 from ..common.stats import mean_ci
-from ..serving.validate import Check
 from .run import context_result
 from .sizing import LiveLoad, Seen, live_load, novelty_against, seen_in
 

@@ -9,9 +9,10 @@ with a `DeprecationWarning`), the rubric `rubrics`."""
 
 from kv_cache_env.moved import keep_old_paths
 
-keep_old_paths(
-    {
-        "evals.serving.policies": "kv_cache_env.policies",
-        "evals.serving.rule_grid": "kv_cache_env.policies.rule_grid",
-    }
-)
+OLD_PATHS = {
+    "evals.serving.policies": "kv_cache_env.policies",
+    "evals.serving.rule_grid": "kv_cache_env.policies.rule_grid",
+}
+"""The modules that moved to the serving environment: pure policy code."""
+
+keep_old_paths(OLD_PATHS)

@@ -106,7 +106,7 @@ def _trace_replay(path: str, tick) -> dict[str, Any]:  # type: ignore[no-untyped
 def _env_overhead(tick) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     from kv_cache_env.llm.agent_loop import ModelReply, ToolCall, play_episode
 
-    from ..common.policy_server import tool_calls_for
+    from ..servers.policy_server import tool_calls_for
 
     scenario = get_scenario("hard")
     per_turn = []

@@ -36,7 +36,7 @@ from .tables import print_tables
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ..common.local_model import LocalModelServer
+    from ..servers.local_model import LocalModelServer
     from .model_eval import ModelSpec
 
 
@@ -238,7 +238,7 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
 def _model_spec(args: EvalArgs) -> tuple[ModelSpec, LocalModelServer | None]:
     """The model's client settings; for a `local:` model, also its (not yet started) server.
     InputError if the options do not fit the model or no API key is set."""
-    from ..common.local_model import (
+    from ..servers.local_model import (
         DEFAULT_HISTORY_TURNS,
         DEFAULT_MAX_TOKENS,
         LocalModelError,
@@ -337,7 +337,7 @@ def _execute(
     """Run the pending episodes into `run` (a local model server is stopped however it ends)."""
     try:
         if local_server is not None and pending:
-            from ..common.local_model import start_local
+            from ..servers.local_model import start_local
 
             start_local(local_server)
         if spec is not None:

@@ -19,7 +19,6 @@ caller and is never written anywhere.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,14 +36,13 @@ from kv_cache_env.sim import Simulator
 
 from ..common.hosted_client import anthropic_client, openai_client
 from ..common.results import episode_result
-from ..common.secrets import register_secret
+from ..common.secrets import key_from_env
 from ..prompt_cache.chat import anthropic_chat, openai_cached_chat
 from ..prompt_cache.minimums import min_cacheable_tokens
 from ..prompt_cache.strategies import DEFAULT_STRATEGY, Planner, make_planner
 from ..prompt_cache.tiers import TierConfig
 from .jobs import EpisodeJob
 
-LOOPBACK_PREFIXES = ("http://127.0.0.1", "http://localhost", "http://[::1]")
 Api = Literal["openai", "anthropic"]
 CACHE_CONTROL_HOSTS = ("openrouter.ai",)
 """OpenAI-compatible endpoints known to pass `cache_control` through to the provider."""
@@ -89,12 +87,9 @@ class ModelSpec:
 
 def api_key(spec: ModelSpec) -> str:
     """The key from the environment. A loopback endpoint (a local server) needs none."""
-    key = os.environ.get(spec.api_key_var)
-    if key:
-        register_secret(key)  # scrubbed from everything written
+    key = key_from_env(spec.api_key_var, spec.base_url)
+    if key is not None:
         return key
-    if spec.base_url and spec.base_url.startswith(LOOPBACK_PREFIXES):
-        return "not-needed"
     raise ValueError(
         f"environment variable {spec.api_key_var} is not set; export your API key there "
         "(or name another variable with --api-key-var)"

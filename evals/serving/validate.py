@@ -55,6 +55,7 @@ from kv_cache_env.sim import (
 )
 from rubrics import DEFAULT_WEIGHTS
 
+from ..common.checks import Check
 from ..common.stats import mean_ci
 from .validate_jobs import Job, run_job, run_jobs
 from .validate_results import Results
@@ -89,13 +90,6 @@ RULE_AVERAGE, RULE_ANY = 0.70, 0.85
 ABLATION_COST = 0.10
 STRETCH_GAP, STRETCH_SCENARIOS = 0.15, 2
 DETERMINISM_JOBS = (("lru", "hard"), ("swap-paused", "chat-human"))
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    passed: bool
-    detail: str
 
 
 @dataclass(frozen=True)

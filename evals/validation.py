@@ -1,0 +1,87 @@
+"""`kvarena validate`: the `--family` dispatch over each family's validity checks.
+
+The checks live with their families (`serving.validate`: the suite rewards judgment, the
+reference holds, the runs are deterministic; `context.validate`: the context family's levels,
+readers and attacks); this module only chooses which run, shows one progress bar over them and
+prints one table. It sits above the families, which never import each other.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .common.console import console, out_console, progress
+from .common.options import CPUS, Workers
+
+
+class Family(StrEnum):
+    """Which validity checks `kvarena validate` runs."""
+
+    serving = "serving"
+    context = "context"
+    all = "all"
+
+
+def validate_command(
+    episodes: Annotated[
+        int,
+        typer.Option(
+            "--episodes",
+            "-n",
+            min=2,
+            metavar="N",
+            help="Paired episodes per scenario on the proof block (its first N seeds).",
+        ),
+    ] = 100,
+    expert_episodes: Annotated[
+        int | None,
+        typer.Option(min=1, help="Of those, how many the expert plays (default: 30, at most N)."),
+    ] = None,
+    ablation_episodes: Annotated[
+        int | None,
+        typer.Option(min=1, help="Episodes per scenario for each masked bound (default: 30)."),
+    ] = None,
+    screen_episodes: Annotated[
+        int,
+        typer.Option(min=1, help="Tuning episodes per scenario for the rule grid's screen."),
+    ] = 10,
+    workers: Workers = CPUS,
+    family: Annotated[
+        Family,
+        typer.Option(help="Which checks: the serving suite's, the context family's, or all."),
+    ] = Family.all,
+) -> None:
+    """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
+    from .context.validate import context_validation_jobs, run_context_validation
+    from .serving.validate import Sizes, run_validation
+
+    serving, context = family in ("serving", "all"), family in ("context", "all")
+    sizes = Sizes(
+        episodes=episodes,
+        expert=min(episodes, expert_episodes or 30),
+        ablation=min(episodes, ablation_episodes or 30),
+        expert_ablation=min(episodes, 10),
+        told=min(episodes, 10),
+        screen=screen_episodes,
+    )
+    total = len(context_validation_jobs(episodes)) * context
+    with progress() as bar:
+        task = bar.add_task("validate", total=total or None)
+        checks = run_validation(sizes, workers, lambda: bar.advance(task)) if serving else []
+        if context:
+            checks += run_context_validation(episodes, workers, lambda: bar.advance(task))
+    table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
+    for check in checks:
+        verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"
+        table.add_row(check.name, verdict, check.detail)
+    Console(width=max(out_console.width, 160)).print(table)
+    failed = [c for c in checks if not c.passed]
+    if failed:
+        console.print(f"[red]{len(failed)} check(s) failed[/red]")
+        raise typer.Exit(1)
+    console.print(f"all {len(checks)} checks passed")
