@@ -3,7 +3,7 @@ that turns one tool call (name + raw JSON arguments) into a validated simulator 
 
 Nothing a model sends can crash an episode: an unknown tool, arguments that are not JSON, a
 missing or mistyped `seq_id`, an unknown or gone sequence, compressing int4, swapping a swapped
-sequence, extra or missing arguments, a call without a function (`replies`)... each becomes a
+sequence, extra or missing arguments, a call without a function (`model_output`)... each becomes a
 one-line error (at most 200 characters) naming what was wrong and what is valid, is counted in
 `invalid_calls`, and the episode goes on. Policies and tools share `Simulator.apply`.
 """
@@ -69,7 +69,7 @@ class ToolOutcome:
 
 def call_tool(sim: Simulator, name: object, arguments: object) -> ToolOutcome:
     """Carry out one tool call on `sim`; `arguments` is the raw JSON string (or a dict).
-    Never raises: every malformed call is answered (see `replies`) and counted invalid."""
+    Never raises: every malformed call is answered (see `model_output`) and counted invalid."""
     label = clean_text(name)[:64] if isinstance(name, str) else repr(name)[:64]
     if name not in TOOL_NAMES:
         return _invalid(
