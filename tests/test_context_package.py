@@ -2,7 +2,8 @@
 
 The old import path `kv_cache_env.context` still works, warns (`DeprecationWarning`) and hands
 out the moved modules themselves; nothing in the project uses it any more. Both verifiers
-taskset ids load. Inside the family, the parts import only downwards (`FAMILY_LAYERS`).
+taskset ids load. (That the family's parts import only downwards is `tests/test_layout.py`'s
+layer order.)
 """
 
 from __future__ import annotations
@@ -178,55 +179,3 @@ def test_the_old_policy_modules_warn_and_re_export(old, new, names) -> None:
         "ignore::DeprecationWarning",
     )
     assert done.returncode == 0, done.stderr[-2000:]
-
-
-FAMILY = ROOT / "environments" / "kv_context_env"
-FAMILY_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("types", "tokenizer"),
-    ("generator",),
-    ("sim",),
-    ("readers",),
-    ("llm", "policies"),
-    ("taskset",),
-)
-"""The family's parts, lowest first: the generator knows nothing of episodes, the episode
-nothing of readers, the readers nothing of the model boundary or the policies, and the policies
-and the model boundary nothing of each other; only the taskset sees them all."""
-
-
-def _family_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, part of the family) of every import of the family in `path`, function-local and
-    `TYPE_CHECKING` ones included, relative imports resolved."""
-    import ast
-
-    parts = list(path.relative_to(FAMILY.parent).with_suffix("").parts)
-    package = parts[:-1]
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            base = (node.module or "").split(".")
-            if node.level:
-                anchor = package[: len(package) - node.level + 1]
-                base = [*anchor, *(b for b in base if b)]
-            names = [[*base, alias.name] for alias in node.names]
-        elif isinstance(node, ast.Import):
-            names = [alias.name.split(".") for alias in node.names]
-        else:
-            continue
-        found += [(node.lineno, name[1]) for name in names if name[0] == FAMILY.name and name[1:]]
-    return found
-
-
-def test_the_family_s_parts_import_only_downwards() -> None:
-    layer = {part: n for n, parts in enumerate(FAMILY_LAYERS) for part in parts}
-    parts = {p.stem if p.is_file() else p.name for p in FAMILY.iterdir()} - {"__init__"}
-    assert parts - {"__pycache__"} == set(layer)  # a new part must be placed in the order
-    upward = []
-    for path in sorted(FAMILY.rglob("*.py")):
-        own = path.relative_to(FAMILY).with_suffix("").parts[0]
-        if own == "__init__":
-            continue
-        for line, target in _family_imports(path):
-            if target != own and layer.get(target, -1) >= layer[own]:
-                upward.append(f"{path.relative_to(ROOT)}:{line} ({own}) imports {target}")
-    assert upward == []

@@ -142,13 +142,22 @@ def test_every_package_says_what_it_owns() -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     # the environments: shared helpers, then the simulator, up to the tasksets
     ("kv_cache_env.suggest", "kv_cache_env.limits", "kv_cache_env.bounded_read"),
+    ("kv_cache_env.moved",),
     ("kv_cache_env.sim",),
     ("kv_cache_env.traces",),
     ("kv_cache_env.episodes",),
     ("kv_cache_env.llm", "kv_cache_env.rl"),
     ("kv_cache_env.policies",),
     ("kv_cache_env.taskset",),
-    ("kv_context_env",),
+    # the context family: the generator knows nothing of episodes, the episode nothing of
+    # readers, the readers nothing of the model boundary or the policies, and those two nothing
+    # of each other; only the taskset sees them all
+    ("kv_context_env.types", "kv_context_env.tokenizer"),
+    ("kv_context_env.generator",),
+    ("kv_context_env.sim",),
+    ("kv_context_env.readers",),
+    ("kv_context_env.llm", "kv_context_env.policies"),
+    ("kv_context_env.taskset",),
     # the evaluation layer, all I/O: what everything shares, then the families, then what
     # spans families, then the command line
     ("evals.common",),
@@ -210,14 +219,19 @@ def test_every_import_goes_down_the_layer_order() -> None:
     assert upward == []
 
 
-def test_the_layer_order_names_every_package() -> None:
-    # a new package must be placed in the order, not left outside the check
-    packages = {
-        _module_name(init)
-        for top in (ENVIRONMENTS, EVALS)
-        for init in top.rglob("__init__.py")
-        if "warnings.warn(" not in init.read_text()  # an old path's shim, which holds no code
+def test_the_layer_order_places_every_package_and_top_level_module() -> None:
+    # a new package, or a new module at a package root, must be placed in the order, not left
+    # outside the check
+    roots = {
+        "kv_cache_env": ENVIRONMENTS / "kv_cache_env",
+        "kv_context_env": ENVIRONMENTS / "kv_context_env",
+        "evals": EVALS,
     }
-    roots = {"kv_cache_env", "kv_context_env", "evals"}
-    unplaced = sorted(p for p in packages - roots if _unit(p) is None)
+    modules = {
+        _module_name(path)
+        for root in roots.values()
+        for path in [*root.rglob("__init__.py"), *root.glob("*.py")]
+        if "warnings.warn(" not in path.read_text()  # an old path's shim, which holds no code
+    }
+    unplaced = sorted(m for m in modules - set(roots) if _unit(m) is None)
     assert unplaced == []
