@@ -39,7 +39,7 @@ class MovedModuleFinder(MetaPathFinder, Loader):
 
     def __init__(self, moved: Mapping[str, str]) -> None:
         self.moved = dict(moved)
-        self._real_specs: dict[str, ModuleSpec | None] = {}
+        self._real_specs: dict[str, ModuleSpec | None] = {}  # old name -> the module's own spec
 
     def new_name(self, fullname: str) -> str | None:
         """The module's new name, for an old name or a submodule of an old package."""
@@ -67,11 +67,9 @@ class MovedModuleFinder(MetaPathFinder, Loader):
         return module
 
     def exec_module(self, module: ModuleType) -> None:
-        # the import system set `module.__spec__` to the old name's spec: give it back its own
-        for old, spec in list(self._real_specs.items()):
-            if spec is not None and spec.name == module.__name__:
-                module.__spec__ = spec
-                del self._real_specs[old]
+        # between the two calls the import system set `module.__spec__` to the old name's spec
+        # (named for the old name): give the module back its own
+        module.__spec__ = self._real_specs.pop(module.__spec__.name)
 
 
 def keep_old_paths(moved: Mapping[str, str]) -> None:
