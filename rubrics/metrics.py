@@ -3,18 +3,21 @@ function of an `EpisodeRecord`."""
 
 from __future__ import annotations
 
-from kv_cache_env.sim.record import EpisodeRecord
+from kv_cache_env.sim.actions import ACTIONS
+from kv_cache_env.sim.record import RECORD_FIELDS, EpisodeRecord
 
 PRESSURE_USAGE = 0.95
+
+TOOL_COUNTERS: tuple[str, ...] = tuple(
+    tool.counter for tool in ACTIONS if tool.counter in RECORD_FIELDS
+)
+"""Each tool's count of valid calls (`AgentTool.counter`), in the action table's order."""
 
 METRIC_NAMES: tuple[str, ...] = (
     "failures",
     "pressure_steps",
     "tool_calls_per_turn",
-    "evict_calls",
-    "compress_calls",
-    "swap_calls",
-    "noop_calls",
+    *TOOL_COUNTERS,
     "invalid_calls",
     "tokens_generated",
     "forced_preemptions",
@@ -42,10 +45,7 @@ def episode_metrics(record: EpisodeRecord) -> dict[str, float | int]:
         "failures": record.total_failures,
         "pressure_steps": pressure_steps(record),
         "tool_calls_per_turn": sum(record.calls_per_turn) / turns,
-        "evict_calls": record.evict_calls,
-        "compress_calls": record.compress_calls,
-        "swap_calls": record.swap_calls,
-        "noop_calls": record.noop_calls,
+        **{counter: getattr(record, counter) for counter in TOOL_COUNTERS},
         "invalid_calls": record.invalid_calls,
         "tokens_generated": record.tokens_generated,
         "forced_preemptions": sum(record.forced_preemptions),

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from kv_cache_env.llm.prompt import system_prompt, turn_message
-from kv_cache_env.llm.tools import TOOLS
+from kv_cache_env.llm.tools import tool_schemas
 from kv_cache_env.policies import create
 from kv_cache_env.sim import SUITE, Simulator, approx_tokens, get_scenario
 from rubrics import score
@@ -36,7 +36,7 @@ def random_rollout(scenario: str, seed: int, rollout: int) -> tuple[float, int, 
     sim = Simulator(get_scenario(scenario), seed)
     policy = create("random")
     policy.reset(int(np.random.SeedSequence([seed, rollout]).generate_state(1)[0]))
-    fixed = approx_tokens(system_prompt(sim.scenario)) + approx_tokens(json.dumps(TOOLS))
+    fixed = approx_tokens(system_prompt(sim.scenario)) + approx_tokens(json.dumps(tool_schemas()))
     no_history = full = history = 0
     last = None
     while not sim.done:

@@ -15,13 +15,12 @@ from kv_cache_env.policies import create
 from kv_cache_env.rl.features import GLOBAL, MAX_SLOTS, SLOT, SLOT_FEATURES
 from kv_cache_env.rl.gym import (
     ENV_ID,
-    TOOLS,
     TURNS_ENV_ID,
     ServingEnv,
     ServingTurnsEnv,
     make_vector_env,
 )
-from kv_cache_env.sim import Quantization, get_scenario
+from kv_cache_env.sim import ACTIONS, Quantization, get_scenario
 from rubrics import score
 
 
@@ -166,7 +165,7 @@ def test_slot_layout_and_the_size_cap():
         assert row[SLOT[f"kv_{e.quantization}"]] == 1
         assert row[SLOT["private_blocks"]] == pytest.approx(e.private_blocks / env._obs.capacity)
         assert row[SLOT["paused_gpu"]] == (e.paused and not e.swapped)
-    assert obs["action_mask"].shape == (1 + len(TOOLS) * 4,)
+    assert obs["action_mask"].shape == (1 + len(ACTIONS.targeted) * 4,)
     assert env.observation_space.contains(obs)
     # the fifth sequence cannot be named: every action index maps to the first four rows
     named = {env.decode(a).seq_id for a in range(1, env.n_actions) if env.decode(a)}

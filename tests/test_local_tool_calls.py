@@ -9,7 +9,7 @@ import json
 import pytest
 
 from evals.servers import local_tool_calls as ltc
-from kv_cache_env.llm.tools import TOOLS, call_tool
+from kv_cache_env.llm.tools import call_tool, tool_schemas
 from kv_cache_env.llm.valid_calls import valid_targets
 from kv_cache_env.sim import Simulator, get_scenario, render
 
@@ -17,7 +17,7 @@ HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
 
 def test_without_an_observation_the_grammar_constrains_the_shape_of_an_id_only():
-    grammar = ltc.reply_grammar(TOOLS)
+    grammar = ltc.reply_grammar(tool_schemas())
     for name in ("evict", "compress", "swap"):
         assert f'"{name}(" arg ")"' in grammar
     assert '"noop()"' in grammar
@@ -35,7 +35,7 @@ def test_with_an_observation_each_tool_names_only_the_ids_it_is_valid_on():
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": render(obs)}]
     targets = ltc.observation_targets(messages)
     assert targets == valid_targets(obs) and targets["evict"]
-    grammar = ltc.reply_grammar(TOOLS, targets)
+    grammar = ltc.reply_grammar(tool_schemas(), targets)
     rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
     for tool in ("evict", "compress", "swap"):
         if targets[tool]:
@@ -45,7 +45,7 @@ def test_with_an_observation_each_tool_names_only_the_ids_it_is_valid_on():
             assert f'"{tool}(' not in rules["call"]
     assert "[A-Za-z] [0-9]" in rules["id"]  # the shape rule stays, unused
     # a tool valid on nothing is left out; noop stays
-    only_noop = ltc.reply_grammar(TOOLS, {"evict": [], "compress": [], "swap": []})
+    only_noop = ltc.reply_grammar(tool_schemas(), {"evict": [], "compress": [], "swap": []})
     assert dict(line.split(" ::= ", 1) for line in only_noop.splitlines())["call"] == '"noop()"'
     # not an observation (the context family's messages): shape only
     assert ltc.observation_targets([{"role": "user", "content": "hello"}]) is None
@@ -57,7 +57,9 @@ def test_llama_cpp_compiles_the_grammar_with_ids():
 
     obs = Simulator(get_scenario("chat-human"), 1).observe()
     for targets in (valid_targets(obs), {"evict": [], "compress": [], "swap": []}):
-        llama_grammar.LlamaGrammar.from_string(ltc.reply_grammar(TOOLS, targets), verbose=False)
+        llama_grammar.LlamaGrammar.from_string(
+            ltc.reply_grammar(tool_schemas(), targets), verbose=False
+        )
 
 
 def test_tools_the_grammar_cannot_express_are_refused():
@@ -69,18 +71,20 @@ def test_tools_the_grammar_cannot_express_are_refused():
         },
     }
     with pytest.raises(ltc.UnsupportedTools):
-        ltc.reply_grammar([*TOOLS, two])
+        ltc.reply_grammar([*tool_schemas(), two])
 
 
 @pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
 def test_llama_cpp_compiles_the_grammar():
     from llama_cpp import llama_grammar
 
-    llama_grammar.LlamaGrammar.from_string(ltc.reply_grammar(TOOLS), verbose=False)
+    llama_grammar.LlamaGrammar.from_string(ltc.reply_grammar(tool_schemas()), verbose=False)
 
 
 def test_lines_become_openai_tool_calls_that_the_dispatcher_applies():
-    calls = ltc.tool_calls_from('compress(r1)\nevict("r0")\nswap(r999)\nnoop()\n', TOOLS, "c1")
+    calls = ltc.tool_calls_from(
+        'compress(r1)\nevict("r0")\nswap(r999)\nnoop()\n', tool_schemas(), "c1"
+    )
     assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
         ("compress", {"seq_id": "r1"}),
         ("evict", {"seq_id": "r0"}),
@@ -93,9 +97,9 @@ def test_lines_become_openai_tool_calls_that_the_dispatcher_applies():
     # an invented id is the model's mistake, scored like any other model's
     assert outcomes[2].ok is False and "r999" in outcomes[2].message
     assert outcomes[3].ok is True
-    assert ltc.tool_calls_from("", TOOLS, "c") == []
-    assert ltc.tool_calls_from("evict(r1", TOOLS, "c") is None  # cut off mid-call
-    assert ltc.tool_calls_from("drop(r1)", TOOLS, "c") is None
+    assert ltc.tool_calls_from("", tool_schemas(), "c") == []
+    assert ltc.tool_calls_from("evict(r1", tool_schemas(), "c") is None  # cut off mid-call
+    assert ltc.tool_calls_from("drop(r1)", tool_schemas(), "c") is None
 
 
 def test_earlier_calls_are_shown_to_the_model_in_its_own_format():
@@ -105,12 +109,12 @@ def test_earlier_calls_are_shown_to_the_model_in_its_own_format():
         {
             "role": "assistant",
             "content": "",
-            "tool_calls": ltc.tool_calls_from("evict(r3)\nnoop()", TOOLS, "a"),
+            "tool_calls": ltc.tool_calls_from("evict(r3)\nnoop()", tool_schemas(), "a"),
         },
         {"role": "tool", "tool_call_id": "call_0_a", "content": "evicted r3"},
         {"role": "user", "content": "obs 2"},
     ]
-    prompt = ltc.render_prompt(messages, TOOLS)
+    prompt = ltc.render_prompt(messages, tool_schemas())
     assert prompt.startswith("<|im_start|>system\nSYS\n\nReply with tool calls only")
     assert "<|im_start|>assistant\nevict(r3)\nnoop()<|im_end|>" in prompt
     assert prompt.endswith("obs 2<|im_end|>\n<|im_start|>assistant\n")
@@ -136,14 +140,16 @@ class FakeLlama:
 def test_handler_answers_tool_calls_under_the_grammar():
     llama = FakeLlama("evict(r5)\ncompress(r2)")
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
-    reply = ltc.constrained_tool_calling(llama, messages, tools=TOOLS, temperature=0.0, seed=3)
+    reply = ltc.constrained_tool_calling(
+        llama, messages, tools=tool_schemas(), temperature=0.0, seed=3
+    )
     message = reply["choices"][0]["message"]
     assert message["content"] is None and reply["choices"][0]["finish_reason"] == "tool_calls"
     assert [c["function"]["name"] for c in message["tool_calls"]] == ["evict", "compress"]
     (request,) = llama.requests
     assert request["grammar"] is not None and request["temperature"] == 0.0
     assert request["seed"] == 3 and request["stop"] == [ltc.END]
-    empty = ltc.constrained_tool_calling(FakeLlama(""), messages, tools=TOOLS)
+    empty = ltc.constrained_tool_calling(FakeLlama(""), messages, tools=tool_schemas())
     assert "tool_calls" not in empty["choices"][0]["message"]  # no call: the loop counts a noop
 
 
@@ -161,4 +167,7 @@ def test_requests_without_tools_are_plain_chat(monkeypatch):
     messages = [{"role": "user", "content": "hi"}]
     assert ltc.constrained_tool_calling(FakeLlama("x"), messages, tools=None) == "plain reply"
     assert seen["tools"] is None
-    assert ltc.constrained_tool_calling(FakeLlama("x"), messages, TOOLS, "none") == "plain reply"
+    assert (
+        ltc.constrained_tool_calling(FakeLlama("x"), messages, tool_schemas(), "none")
+        == "plain reply"
+    )

@@ -21,7 +21,7 @@ from evals.servers.policy_server import PolicyServer
 from evals.serving.jobs import EpisodeJob
 from evals.serving.model_eval import ModelSpec, run_model_jobs
 from kv_cache_env.episodes import EpisodeSpec
-from kv_cache_env.llm.tools import TOOLS
+from kv_cache_env.llm.tools import tool_schemas
 
 runner = CliRunner()
 
@@ -58,7 +58,7 @@ def test_render_merges_tool_results_and_marks_the_right_blocks() -> None:
         {"role": "tool", "tool_call_id": "b", "content": "bad json"},
         {"role": "user", "content": "obs 2"},
     ]
-    request = anthropic_request(messages, TOOLS, [0, 4])
+    request = anthropic_request(messages, tool_schemas(), [0, 4])
     assert request["system"][0]["cache_control"] == {"type": "ephemeral"}
     roles = [m["role"] for m in request["messages"]]
     assert roles == ["user", "assistant", "user", "user"]
@@ -70,7 +70,7 @@ def test_render_merges_tool_results_and_marks_the_right_blocks() -> None:
     assert [b["tool_use_id"] for b in results] == ["a", "b"]
     assert "cache_control" not in results[0] and results[1]["cache_control"]
     assert count_marks(request) == 2
-    assert [t["name"] for t in request["tools"]] == [t["function"]["name"] for t in TOOLS]
+    assert [t["name"] for t in request["tools"]] == [t["function"]["name"] for t in tool_schemas()]
     marked = openai_cached_messages(messages, [5])
     assert marked[5]["content"] == [
         {"type": "text", "text": "obs 2", "cache_control": {"type": "ephemeral"}}
@@ -80,7 +80,7 @@ def test_render_merges_tool_results_and_marks_the_right_blocks() -> None:
     assert unmarked[2]["content"] == [{"type": "text", "text": "(no text)"}]
     assert unmarked[2]["tool_calls"] == messages[2]["tool_calls"]
     blank = [messages[0], {"role": "user", "content": "  "}, {**messages[2], "content": "\n\n"}]
-    rendered = anthropic_request([*blank, *messages[3:]], TOOLS, [])
+    rendered = anthropic_request([*blank, *messages[3:]], tool_schemas(), [])
     assert rendered["messages"][0]["content"][0]["text"] == "(no text)"
     assert [b["type"] for b in rendered["messages"][1]["content"]] == ["tool_use", "tool_use"]
 
@@ -94,7 +94,7 @@ def test_anthropic_client_sends_the_hybrid_plan_on_a_full_episode() -> None:
     requests = list(requests_of(load_like(transcript)))
     assert len(log) == len(requests)
     planner = HybridPlanner()
-    tool_tokens = tools_tokens(TOOLS)
+    tool_tokens = tools_tokens(tool_schemas())
     marked_history = 0
     for entry, shape in zip(log, requests, strict=True):
         expected = planner.plan(shape, tool_tokens)
@@ -140,7 +140,7 @@ def test_openai_compatible_path_sends_cache_control_on_the_hybrid_plan() -> None
     assert transcript["prompt_cache"] == "hybrid"
     planner = HybridPlanner()
     shapes = list(requests_of(load_like(transcript)))
-    assert sent == [planner.plan(shape, tools_tokens(TOOLS)) for shape in shapes]
+    assert sent == [planner.plan(shape, tools_tokens(tool_schemas())) for shape in shapes]
     assert any(len(marks) > 1 for marks in sent)  # history cached as it grows
 
 
@@ -193,7 +193,9 @@ def test_replay_of_a_windowed_transcript_rebuilds_the_window(tmp_path: Path) -> 
 
 
 def load_like(transcript: dict[str, Any]) -> Transcript:
-    return Transcript(Path("mem"), transcript["messages"], transcript["history_turns"], TOOLS)
+    return Transcript(
+        Path("mem"), transcript["messages"], transcript["history_turns"], tool_schemas()
+    )
 
 
 def _message_marks(body: dict[str, Any]) -> list[int]:

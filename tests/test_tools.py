@@ -6,7 +6,7 @@ import pytest
 from conftest import req, steps, tiny_sim
 
 from kv_cache_env.llm.agent_loop import ModelReply, ToolCall, play_episode
-from kv_cache_env.llm.tools import TOOLS, call_tool
+from kv_cache_env.llm.tools import call_tool, tool_schemas
 from kv_cache_env.sim import Simulator, get_scenario
 
 
@@ -20,13 +20,13 @@ def sim():
 
 
 def test_tool_schemas_are_openai_functions():
-    names = [t["function"]["name"] for t in TOOLS]
+    names = [t["function"]["name"] for t in tool_schemas()]
     assert names == ["evict", "compress", "swap", "noop"]
-    for tool in TOOLS:
+    for tool in tool_schemas():
         assert tool["type"] == "function" and tool["function"]["description"]
         params = tool["function"]["parameters"]
         assert params["type"] == "object" and params["additionalProperties"] is False
-    assert TOOLS[0]["function"]["parameters"]["required"] == ["seq_id"]
+    assert tool_schemas()[0]["function"]["parameters"]["required"] == ["seq_id"]
 
 
 @pytest.mark.parametrize(

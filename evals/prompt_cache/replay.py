@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kv_cache_env.bounded_read import TRANSCRIPT_LIMITS, FileReadError, read_json
-from kv_cache_env.llm.tools import TOOLS
+from kv_cache_env.llm.tools import tool_schemas
 
 from .provider import CacheUsage, Prices, ProviderCache
 from .requests import Message, RequestShape, request_units, split_request
@@ -69,7 +69,7 @@ def load_transcript(path: Path) -> Transcript:
     history = data["history_turns"]
     if history is not None and (not isinstance(history, int) or history < 0):
         raise TranscriptError(f"{path}: bad history_turns {history!r}")
-    tools = data.get("tools") or TOOLS
+    tools = data.get("tools") or tool_schemas()
     return Transcript(path, data["messages"], history, list(tools))
 
 

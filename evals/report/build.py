@@ -25,8 +25,9 @@ from kv_cache_env.bounded_read import (
     read_json,
 )
 from kv_cache_env.policies import REFERENCE
-from kv_cache_env.sim import SUITE, SUITE_VERSION, TIERS
+from kv_cache_env.sim import ACTIONS, SUITE, SUITE_VERSION, TIERS
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
+from rubrics.metrics import TOOL_COUNTERS
 
 from ..common.durable import write_all_atomic
 from ..common.result_check import parse_line
@@ -42,9 +43,11 @@ METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("failures", "failures/ep"),
     ("pressure_steps", "pressure steps"),
     ("tool_calls_per_turn", "tool calls/turn"),
-    ("evict_calls", "evict calls"),
-    ("compress_calls", "compress calls"),
-    ("swap_calls", "swap calls"),
+    *(
+        (tool.counter, f"{tool.name} calls")
+        for tool in ACTIONS.targeted
+        if tool.counter in TOOL_COUNTERS
+    ),
     ("invalid_calls", "invalid calls"),
 )
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from kv_cache_env.episodes import TRAIN_SEED_START
 from kv_cache_env.policies import Policy, available, create
-from kv_cache_env.policies.learned import INPUTS, TOOLS, decide_linear
+from kv_cache_env.policies.learned import INPUTS, decide_linear, table_tools
 from kv_cache_env.sim import SUITE, Action, Observation, Quantization, get_scenario
 from rubrics import score
 
@@ -37,7 +37,7 @@ GROUP_SCENARIOS: dict[str, tuple[str, ...]] = {
     for group, quantization in (("fp16", Quantization.FP16), ("fp8", Quantization.INT8))
 }
 """The suite's scenarios by the precision they store KV at (a weight group each)."""
-SHAPE = (len(TOOLS), len(INPUTS))
+SHAPE = (len(table_tools()), len(INPUTS))
 MIN_SCALE = 0.05
 
 

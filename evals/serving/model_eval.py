@@ -31,7 +31,7 @@ from kv_cache_env.llm.agent_loop import ChatFn, play_episode
 from kv_cache_env.llm.model_output import one_line
 from kv_cache_env.llm.openai_chat import openai_chat
 from kv_cache_env.llm.provider_responses import ProviderError
-from kv_cache_env.llm.tools import TOOLS
+from kv_cache_env.llm.tools import tool_schemas
 from kv_cache_env.sim import Simulator
 
 from ..common.hosted_client import anthropic_client, openai_client
@@ -186,7 +186,7 @@ async def run_model_episode(
         "prompt_cache": DEFAULT_STRATEGY if spec.uses_tiers else "off",
         "history_turns": spec.history_turns,
         "sampling_seed": spec.sampling_seed,
-        "tools": TOOLS,
+        "tools": tool_schemas(),
         "messages": transcript.messages,
         "usage": transcript.usage.as_dict(),
     }

@@ -6,7 +6,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kv_cache_env.sim import ACTIONS
+from rubrics.metrics import TOOL_COUNTERS
+
 from ..common.stats import mean_ci
+
+
+def _plural(name: str) -> str:
+    """A tool's column: how many calls of it ("evicts", "compresses", "swaps")."""
+    return f"{name}es" if name.endswith(("s", "sh", "ch", "x")) else f"{name}s"
+
+
+_TOOLS = tuple(tool for tool in ACTIONS.targeted if tool.counter in TOOL_COUNTERS)
+"""The tools that take a sequence and whose calls the record counts: a column each."""
 
 # The columns of the results tables: (header, where the value lives, key). `kvarena eval`
 # shows DEFAULT_COLUMNS; `--wide` shows them all.
@@ -15,9 +27,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("failures", "metrics", "failures"),
     ("calls/turn", "metrics", "tool_calls_per_turn"),
     ("pressure", "metrics", "pressure_steps"),
-    ("evicts", "metrics", "evict_calls"),
-    ("compresses", "metrics", "compress_calls"),
-    ("swaps", "metrics", "swap_calls"),
+    *((_plural(tool.name), "metrics", tool.counter) for tool in _TOOLS),
     ("invalid", "metrics", "invalid_calls"),
     ("failure", "components", "failure_penalty"),
     ("throughput", "components", "throughput_reward"),

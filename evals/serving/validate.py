@@ -39,11 +39,13 @@ from kv_cache_env.policies.rule_grid import (
     OneLiner,
     conditions,
     field_values,
+    grid_tools,
     one_liners,
     quoted_rules,
     two_liners,
 )
 from kv_cache_env.sim import (
+    ACTIONS,
     SUITE,
     Observation,
     Simulator,
@@ -72,7 +74,8 @@ touch the proof block."""
 TUNING_START = 900_000
 SANITY = ("easy",)
 SCORED = tuple(s for s in SUITE if s not in SANITY)
-TOOLS = ("evict", "compress", "swap")
+TOOLS = grid_tools()
+"""The tools each ablation masks: the action table's that take a sequence (the grid's)."""
 V2_RULES = (
     *("compress-all", "int8-everything", "swap-paused", "discard-paused"),
     *("swap-paused+compress-all", "discard-paused+compress-all", "offload-or-discard"),
@@ -452,7 +455,8 @@ def reported_check(results: Results, tables: dict[str, Table], few: range) -> Ch
 
 
 def _uses(results: Results, scenario: str, agent: str, tool: str, seeds: Iterable[int]) -> bool:
-    return any(calls > 0 for calls in results.metrics(scenario, agent, seeds, f"{tool}_calls"))
+    counter = ACTIONS[tool].counter
+    return any(calls > 0 for calls in results.metrics(scenario, agent, seeds, counter))
 
 
 def ablation_costs(

@@ -17,7 +17,7 @@ from typing import Any
 from ..sim import Simulator, StepStats
 from .model_output import ToolCall, clean_text
 from .prompt import system_prompt, turn_message
-from .tools import TOOLS, run_call
+from .tools import run_call, tool_schemas
 
 Message = dict[str, Any]
 
@@ -103,7 +103,7 @@ async def play_episode(
         }
         window = turns if history_turns is None else turns[max(0, len(turns) - history_turns) :]
         messages = [system, *(m for turn in window for m in turn), user]
-        reply = await chat(messages, TOOLS)
+        reply = await chat(messages, tool_schemas())
         usage.add(reply.usage)
         assistant, calls = assistant_message(reply, sim.turn)
         results = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..sim import (
+    ACTIONS,
     CATALOGUE,
     BlockType,
     Observation,
@@ -36,19 +37,7 @@ are returned, then the server advances one step and the next observation follows
 no tool call means noop. One reply = one step.
 
 Tools (each on a running or a paused sequence holding GPU blocks):
-- compress(seq_id): quantize one level ({ladder}), halving its private blocks. Tokens it then \
-generates count less toward throughput: {quality}.
-- swap(seq_id): offload its private blocks to CPU (cpu capacity shown). A paused session stays \
-paused on CPU and loads its KV back when it returns (it then queues for GPU blocks); a running \
-one leaves the GPU for the queue front and loads back when readmitted. Loads add latency. Where \
-the host link is limited (header: link blocks/step and its backlog), offloads and loads share \
-it first come first served: an offload frees its GPU blocks only as the link moves them, and a \
-returning session computes only once its whole KV is loaded back.
-- evict(seq_id): discard its KV. A running sequence goes to the queue front and recomputes its \
-whole context; a paused session recomputes its whole context when it returns (through the \
-queue, and the prefill budget). Discarding system, high-priority context or nearly finished \
-high-priority generation is penalised.
-- noop(): nothing.
+{tools}
 
 After the last turn the server drains without you: no new arrivals, paused sessions return on \
 schedule, offloaded ones load back, discarded ones recompute, until every request has finished \
@@ -80,6 +69,15 @@ memory productive (idle KV counts against you), keep high-value blocks (system >
 generation > reasoning > ephemeral), avoid load latency and risky evictions."""
 
 
+def tool_guide(**fields: str) -> str:
+    """The prompt's tool list, one entry per tool of the action table, in its order (`fields`
+    fill a guide's placeholders)."""
+    return "\n".join(
+        f"- {tool.name}({'seq_id' if tool.targets else ''}): {tool.guide.format(**fields)}"
+        for tool in ACTIONS
+    )
+
+
 def system_prompt(scenario: Scenario) -> str:
     levels = [q for q in Quantization if q.packing >= scenario.base_quantization.packing]
     quality = "; ".join(
@@ -99,6 +97,7 @@ def system_prompt(scenario: Scenario) -> str:
         else "least recently used first, system prompts last, as TensorRT-LLM does"
     )
     return SYSTEM_PROMPT.format(
+        tools=tool_guide(ladder=" -> ".join(levels), quality=quality),
         turns=scenario.steps,
         step=f"{scenario.step_seconds:g}",
         block_size=scenario.block_size,
@@ -107,8 +106,6 @@ def system_prompt(scenario: Scenario) -> str:
         max_wait=scenario.max_wait_steps,
         pauses=pauses or "none in this scenario",
         fallback=fallback,
-        ladder=" -> ".join(levels),
-        quality=quality,
     )
 
 

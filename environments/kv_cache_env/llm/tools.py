@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..sim import ACTION_KINDS, Simulator, make_action
+from ..sim import ACTIONS, AgentTool, Simulator, make_action
 from .model_output import ToolCall, arguments_text, clean_text, echo, one_line, parse_arguments
 
 _SEQ_ID = {
@@ -22,41 +22,25 @@ _SEQ_ID = {
 }
 
 
-def _tool(name: str, description: str, with_seq_id: bool = True) -> dict[str, Any]:
+def tool_schema(tool: AgentTool) -> dict[str, Any]:
+    """One tool's JSON schema (OpenAI's function-tool shape), from the action table."""
     parameters: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
-    if with_seq_id:
+    if tool.targets:
         parameters["properties"] = {"seq_id": _SEQ_ID}
         parameters["required"] = ["seq_id"]
     return {
         "type": "function",
-        "function": {"name": name, "description": description, "parameters": parameters},
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": parameters,
+        },
     }
 
 
-TOOLS: list[dict[str, Any]] = [
-    _tool(
-        "evict",
-        "Preempt a sequence (GPU-resident or swapped): free all its blocks now; shared prefix "
-        "blocks only lose a reference. It goes back to the front of the waiting queue, cannot "
-        "return this step, must recompute its whole context when readmitted, and fails if it "
-        "then waits more than the wait limit.",
-    ),
-    _tool(
-        "compress",
-        "Quantize a GPU-resident sequence's private KV one level (fp16 -> int8 -> int4; one "
-        "level per call, call twice for int4). Each level halves its private blocks. Tokens it "
-        "generates afterwards count less toward throughput (int8 ~2%, int4 ~10% loss; "
-        "reasoning and system sequences lose more, ephemeral less). Compressing int4 is an error.",
-    ),
-    _tool(
-        "swap",
-        "Move a GPU-resident sequence's private blocks to CPU. It stops generating until it is "
-        "swapped back in automatically (not this step) when blocks allow; while any sequence "
-        "is swapped out, no new request is admitted. Each swap-in adds latency.",
-    ),
-    _tool("noop", "Do nothing this turn.", with_seq_id=False),
-]
-TOOL_NAMES: tuple[str, ...] = ACTION_KINDS
+def tool_schemas() -> list[dict[str, Any]]:
+    """The tools a model is offered: every tool of the action table, in its order."""
+    return [tool_schema(tool) for tool in ACTIONS]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +55,15 @@ def call_tool(sim: Simulator, name: object, arguments: object) -> ToolOutcome:
     """Carry out one tool call on `sim`; `arguments` is the raw JSON string (or a dict).
     Never raises: every malformed call is answered (see `model_output`) and counted invalid."""
     label = clean_text(name)[:64] if isinstance(name, str) else repr(name)[:64]
-    if name not in TOOL_NAMES:
+    tool = ACTIONS.get(name) if isinstance(name, str) else None
+    if tool is None:
         return _invalid(
-            sim, label, f"unknown tool {echo(label, 40)}; tools: {', '.join(TOOL_NAMES)}"
+            sim, label, f"unknown tool {echo(label, 40)}; tools: {', '.join(ACTIONS.names)}"
         )
     text = arguments_text(arguments)
     if text is None:
         return _invalid(sim, label, f"{label}: arguments are not serialisable JSON")
-    args = parse_arguments(label, text, _SCHEMAS[label])
+    args = parse_arguments(label, text, tool_schema(tool)["function"]["parameters"])
     if isinstance(args, str):
         return _invalid(sim, label, args)
     action = make_action(label, args.get("seq_id"))
@@ -97,11 +82,6 @@ def run_call(sim: Simulator, call: ToolCall) -> ToolOutcome:
             sim.count_invalid()
         return ToolOutcome(call.name, False, one_line(f"error: {call.problem}"))
     return call_tool(sim, call.name, call.arguments)
-
-
-_SCHEMAS: dict[str, dict[str, Any]] = {
-    tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOLS
-}
 
 
 def _invalid(sim: Simulator, name: str, message: str) -> ToolOutcome:

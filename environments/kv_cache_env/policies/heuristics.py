@@ -11,6 +11,7 @@ import numpy as np
 
 from kv_cache_env.rl.features import compress_gain, growth_blocks
 from kv_cache_env.sim import (
+    ACTIONS,
     EVICTION_VALUE,
     RETENTION_PRIORITY,
     Action,
@@ -67,13 +68,14 @@ class RandomPolicy(Policy):
     def act(self, obs: Observation) -> list[Action]:
         resident = [e for e in obs.entries if not e.swapped]
         actions: list[Action] = []
+        tools = tuple(ACTIONS)
         for _ in range(int(self._rng.integers(0, 3))):
-            kind = ("evict", "compress", "swap", "noop")[int(self._rng.integers(0, 4))]
-            if kind == "noop" or not resident:
+            tool = tools[int(self._rng.integers(0, len(tools)))]
+            if not tool.targets or not resident:
                 actions.append(noop())
                 continue
             target = resident[int(self._rng.integers(0, len(resident)))].seq_id
-            actions.append({"evict": evict, "compress": compress, "swap": swap}[kind](target))
+            actions.append(Action(tool.name, target))
         return actions
 
 

@@ -1,7 +1,8 @@
 """`learned`: a linear scoring policy whose weights were trained on the training seeds.
 
 Each turn, for every sequence on the GPU (in the observation's order, largest first), it scores
-the three tools with a linear function of that sequence's features and the turn's global
+each tool it was trained for (the action table's tools that take a sequence, recorded in its
+weights file) with a linear function of that sequence's features and the turn's global
 features (`kv_cache_env.rl.features`, the same numbers the Gymnasium environment shows), and
 applies the best-scoring tool the simulator would accept if its score is above 0 — at most one
 call per sequence per turn, so compressing twice takes two turns. Offloads count down the free
@@ -20,7 +21,7 @@ acts through `act(observation)` and runs behind the policy server like any other
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +31,19 @@ from kv_cache_env.rl.features import (
     GLOBAL,
     HIGH,
     LOW,
-    TOOLS,
     expected_left,
     global_features,
 )
-from kv_cache_env.sim import EVICTION_VALUE, Action, BlockType, Observation, PauseKind, Quantization
+from kv_cache_env.sim import (
+    ACTIONS,
+    EVICTION_VALUE,
+    Action,
+    BlockType,
+    CpuRoom,
+    Observation,
+    PauseKind,
+    Quantization,
+)
 
 from .base import Policy
 
@@ -83,12 +92,20 @@ INPUTS: tuple[str, ...] = (*ENTRY_INPUTS, *(f"g_{n}" for n in GLOBAL_INPUTS), "b
 _GLOBAL_IDX = np.array([GLOBAL[n] for n in GLOBAL_INPUTS])
 
 
+def table_tools() -> tuple[str, ...]:
+    """The tools a linear policy is trained to score: the action table's tools that take a
+    sequence, in its order (one weight row each)."""
+    return tuple(tool.name for tool in ACTIONS.targeted)
+
+
 @dataclass(frozen=True)
 class LinearWeights:
-    """One (3, len(INPUTS)) matrix per deployment group: rows evict, compress, swap."""
+    """One (len(tools), len(INPUTS)) matrix per deployment group: one row per tool."""
 
     fp16: np.ndarray
     fp8: np.ndarray
+    tools: tuple[str, ...] = field(default_factory=table_tools)
+    """The tools its rows score, in row order (what it was trained for)."""
 
     def group(self, name: str) -> np.ndarray:
         return self.fp16 if name == "fp16" else self.fp8
@@ -96,23 +113,31 @@ class LinearWeights:
     def to_json(self) -> dict[str, object]:
         return {
             "inputs": list(INPUTS),
-            "tools": list(TOOLS),
+            "tools": list(self.tools),
             **{g: np.round(self.group(g), 6).tolist() for g in GROUPS},
         }
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> LinearWeights:
-        if data.get("inputs") != list(INPUTS) or data.get("tools") != list(TOOLS):
+        tools = data.get("tools")
+        targeted = table_tools()
+        if (
+            data.get("inputs") != list(INPUTS)
+            or not isinstance(tools, list)
+            or not tools
+            or any(t not in targeted for t in tools)
+            or len(set(tools)) != len(tools)
+        ):
             raise ValueError("learned weights were made for other inputs or tools; retrain them")
         mats = {}
         for g in GROUPS:
             mat = np.asarray(data[g], dtype=np.float64)
-            if mat.shape != (len(TOOLS), len(INPUTS)) or not np.isfinite(mat).all():
+            if mat.shape != (len(tools), len(INPUTS)) or not np.isfinite(mat).all():
                 raise ValueError(
-                    f"learned weights {g!r}: expected finite {len(TOOLS)}x{len(INPUTS)}"
+                    f"learned weights {g!r}: expected finite {len(tools)}x{len(INPUTS)}"
                 )
             mats[g] = mat
-        return cls(**mats)
+        return cls(**mats, tools=tuple(tools))
 
     @classmethod
     def load(cls, path: Path = WEIGHTS_FILE) -> LinearWeights:
@@ -183,31 +208,32 @@ assert ENTRY_INPUTS[_AT["priority"] :] == (
 )
 
 
-def decide_linear(obs: Observation, weights: np.ndarray) -> list[Action]:
-    """One turn of the linear policy with one weight matrix (the training script's inner loop)."""
+def decide_linear(
+    obs: Observation, weights: np.ndarray, tools: tuple[str, ...] | None = None
+) -> list[Action]:
+    """One turn of the linear policy with one weight matrix (the training script's inner loop);
+    `tools` names its rows (default: `table_tools()`). A tool is applied where the action
+    table's rule accepts it (`AgentTool.valid_on`), offloads counting down the free CPU blocks."""
     if not obs.entries:
         return []
-    # (entries, 3), as Python floats: the same values, compared without numpy scalars
+    table = [ACTIONS[name] for name in (tools or table_tools())]
+    # (entries, tools), as Python floats: the same values, compared without numpy scalars
     scores = (inputs(obs) @ weights.T).tolist()
-    room = obs.cpu_capacity - obs.cpu_used
+    room = CpuRoom(obs.cpu_room)
     actions: list[Action] = []
     for e, row in zip(obs.entries, scores, strict=True):
         if e.swapped:
             continue
         best, best_tool = 0.0, -1
-        for t in range(3):
-            if row[t] <= best:
-                continue
-            if t == 1 and e.quantization.next_level is None:
-                continue
-            if t == 2 and e.private_blocks > room:
-                continue
-            best, best_tool = row[t], t
+        for t, tool in enumerate(table):
+            if row[t] > best and tool.valid_on(e, room):
+                best, best_tool = row[t], t
         if best_tool < 0:
             continue
-        if best_tool == 2:
-            room -= e.private_blocks
-        actions.append(Action(TOOLS[best_tool], e.seq_id))
+        chosen = table[best_tool]
+        if chosen.needs_cpu_room:
+            room.cpu_room -= e.private_blocks
+        actions.append(Action(chosen.name, e.seq_id))
     return actions
 
 
@@ -229,7 +255,8 @@ class LearnedPolicy(Policy):
             self._fp16_seen = False  # also right where reset is not called (policy server)
         if not self._fp16_seen and any(e.quantization is Quantization.FP16 for e in obs.entries):
             self._fp16_seen = True
-        return decide_linear(obs, self.weights.group("fp16" if self._fp16_seen else "fp8"))
+        group = "fp16" if self._fp16_seen else "fp8"
+        return decide_linear(obs, self.weights.group(group), self.weights.tools)
 
 
 _CACHE: list[LinearWeights] = []

@@ -9,9 +9,11 @@ observation's text by a test): each numeric field at its 25th, 50th and 75th per
 tuning episodes, both ways (>=, <=); one condition per category of each categorical field (each
 tool name, block type, phase, precision, location); and the documented conditional means of the
 signal table (`expected_left`: a paused session's expected remaining pause; `eviction_score`:
-the candidates' score). Rules act on what a tool can take: evict and compress on sequences on
-the GPU (compress while a level is left), swap on those whose blocks fit the free CPU blocks
-(largest first, counted down), none on a sequence still loading.
+the candidates' score). The tools are the action table's that take a sequence
+(`kv_cache_env.sim.ACTIONS`). Rules act on sequences on the GPU whose KV is not in flight, where
+the table's rule accepts the call (`AgentTool.valid_on`: compress while a level is left, swap
+where the private blocks fit the free CPU blocks, counted down, largest first); an evicting rule
+never preempts a sequence that would free nothing.
 
 `screen` plays every one-liner, and every pair of the best one-liners per tool with different
 tools in both orders, on tuning seeds; `validate` then plays the best of them on its proof block.
@@ -27,23 +29,31 @@ import numpy as np
 
 from kv_cache_env.rl.features import expected_left
 from kv_cache_env.sim import (
+    ACTIONS,
     Action,
     BlockType,
+    CpuRoom,
     EntryView,
     Observation,
     PauseKind,
     Phase,
     Quantization,
-    compress,
-    evict,
-    swap,
 )
 from kv_cache_env.sim.observation import candidate_score
 
 from .base import Policy
 
 Op = Literal[">=", "<=", "="]
-TOOLS = ("evict", "compress", "swap")
+
+
+def grid_tools() -> tuple[str, ...]:
+    """The tools a rule applies: the action table's that take a sequence, in its order."""
+    return tuple(tool.name for tool in ACTIONS.targeted)
+
+
+_WORTH: dict[str, Callable[[EntryView], bool]] = {"evict": lambda e: e.frees > 0}
+"""Where a tool is worth a rule's call beyond the table's validity (a rule's choice): an
+eviction that frees nothing only loses the sequence's work."""
 
 ENTRY_NUMERIC: dict[str, Callable[[Observation, EntryView], float]] = {
     "prio": lambda o, e: e.priority,
@@ -135,7 +145,7 @@ class OneLiner(Policy):
     """One tool on every sequence that `condition` selects (all of them when None)."""
 
     def __init__(self, tool: str, condition: Condition | None = None) -> None:
-        assert tool in TOOLS
+        assert tool in grid_tools(), f"{tool!r} is not a tool that takes a sequence"
         self.tool = tool
         self.condition = condition
         self.name = f"{tool} where {condition}" if condition else f"{tool} all"  # type: ignore[misc]
@@ -149,26 +159,20 @@ class OneLiner(Policy):
         if condition is not None and condition.gate(obs) is False:
             return []
         entry_condition = condition is not None and condition.field not in GLOBAL_NUMERIC
-        room = obs.cpu_capacity - obs.cpu_used
+        tool = ACTIONS[self.tool]
+        worth = _WORTH.get(self.tool)
+        room = CpuRoom(obs.cpu_room)
         actions: list[Action] = []
         for e in obs.entries:
-            if e.seq_id in taken or e.swapped or (e.moving and not e.swapped):
-                continue
+            if e.seq_id in taken or e.swapped or e.moving:
+                continue  # on the GPU, nothing in flight
             if entry_condition and not condition.holds(obs, e):  # type: ignore[union-attr]
                 continue
-            if self.tool == "evict":
-                if e.frees <= 0:
-                    continue
-                actions.append(evict(e.seq_id))
-            elif self.tool == "compress":
-                if e.quantization.next_level is None:
-                    continue
-                actions.append(compress(e.seq_id))
-            else:
-                if e.private_blocks > room:
-                    continue
-                room -= e.private_blocks
-                actions.append(swap(e.seq_id))
+            if not tool.valid_on(e, room) or (worth is not None and not worth(e)):
+                continue
+            if tool.needs_cpu_room:
+                room.cpu_room -= e.private_blocks
+            actions.append(Action(self.tool, e.seq_id))
             taken.add(e.seq_id)
         return actions
 
@@ -220,7 +224,7 @@ def conditions(values: dict[str, list[float]]) -> list[Condition]:
 def one_liners(grid_conditions: Iterable[Condition]) -> list[OneLiner]:
     """Every tool, on all sequences and under every condition."""
     conds = list(grid_conditions)
-    return [OneLiner(tool, c) for tool in TOOLS for c in (None, *conds)]
+    return [OneLiner(tool, c) for tool in grid_tools() for c in (None, *conds)]
 
 
 def two_liners(best: dict[str, list[OneLiner]]) -> list[TwoLiner]:
@@ -250,6 +254,7 @@ __all__ = [
     "TwoLiner",
     "conditions",
     "field_values",
+    "grid_tools",
     "one_liners",
     "quoted_rules",
     "two_liners",

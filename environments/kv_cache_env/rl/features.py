@@ -20,7 +20,6 @@ import math
 import numpy as np
 
 from ..sim import (
-    ACTION_KINDS,
     EVICTION_VALUE,
     BlockType,
     EntryView,
@@ -31,10 +30,6 @@ from ..sim import (
 )
 from ..sim.catalogue import expected_remaining
 from ..sim.observation import Table
-
-TOOLS = ACTION_KINDS[:3]
-"""The tools an agent chooses among per sequence (evict, compress, swap: every action kind but
-noop), in the order the Gymnasium action spaces and the `learned` weights index them."""
 
 MAX_SLOTS = 128
 LOW, HIGH = -4.0, 8.0

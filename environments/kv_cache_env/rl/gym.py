@@ -37,26 +37,29 @@ resolve raises ValueError and leaves the env as it was (the next reset works as 
   rows after the last; its columns are `kv_cache_env.rl.features.SLOT_FEATURES`.
 - `globals`: `Box(-4, 8, (18,), float32)`, memory, CPU tier and queue state
   (`GLOBAL_FEATURES`).
-- `action_mask`: `MultiBinary(1 + 3 * max_slots)`, 1 where the action is valid now.
+- `action_mask`: `MultiBinary(1 + T * max_slots)`, 1 where the action is valid now (`T`: the
+  tools that take a sequence, 3 today).
 
 Both arrays are built from `Simulator.observe()`, the observation every built-in policy and the
 LLM (as text) see; nothing hidden (a paused session's return time) is in them. The size cap is
 `max_slots` (128 by default; the suite's busiest episodes hold up to 89 sequences): sequences
 past it are not shown and cannot be acted on.
 
-## Action space (`Discrete(1 + 3 * max_slots)`)
-`0` = `noop` (ends the turn); `1 + tool * max_slots + slot` applies `tool` (0 `evict`, 1
-`compress`, 2 `swap`) to the sequence in row `slot`. The mask follows `Simulator.apply`: `evict`
-on any shown sequence, `compress` on one on the GPU below int4, `swap` on one on the GPU whose
-private blocks fit in the free CPU blocks; `noop` always. An action outside the mask changes
-nothing and counts as an invalid call (`invalid_calls`, as an LLM's bad call does);
-`info["error"]` says what was wrong. Masked policies (sb3-contrib's MaskablePPO) read
-`env.action_masks()`.
+## Action space (`Discrete(1 + T * max_slots)`)
+`0` = `noop` (ends the turn); `1 + tool * max_slots + slot` applies `tool` to the sequence in
+row `slot`, where the tools are the action table's that take a sequence, in its order
+(`kv_cache_env.sim.ACTIONS.targeted`: 0 `evict`, 1 `compress`, 2 `swap`). The mask is the
+table's rule (`AgentTool.refusal`), the one `Simulator.apply` enforces: `evict` on any shown
+sequence, `compress` on one on the GPU below int4 whose KV is not still loading back, `swap` on
+one on the GPU, not loading back, whose private blocks fit in the free CPU blocks; `noop`
+always. An action outside the mask changes nothing and counts as an invalid call
+(`invalid_calls`, as an LLM's bad call does); `info["error"]` says what was wrong. Masked
+policies (sb3-contrib's MaskablePPO) read `env.action_masks()`.
 
 ## One step per turn: `kvcache/ServingTurns-v0`
 The same episodes, observation and rewards with one step per turn: the action is
-`MultiDiscrete([4] * max_slots)` (per row: 0 keep, 1 `evict`, 2 `compress`, 3 `swap`, applied
-in row order, then the engine steps) and `action_mask` is `(max_slots, 4)`; see
+`MultiDiscrete([1 + T] * max_slots)` (per row: 0 keep, 1 `evict`, 2 `compress`, 3 `swap`,
+applied in row order, then the engine steps) and `action_mask` is `(max_slots, 1 + T)`; see
 `ServingTurnsEnv`. Every episode is then exactly `steps` (15) steps long, which suits batched
 rollouts. Its batched vector env (`kv_cache_env.rl.gym_vector.ServingTurnsVectorEnv`, the
 registered `vector_entry_point`: `gymnasium.make_vec(TURNS_ENV_ID, num_envs=n,
@@ -97,7 +100,7 @@ from gymnasium import spaces
 from rubrics import episode_metrics, resolve_weights, score
 
 from ..episodes import TRAIN_SEED_START, EpisodeSpec
-from ..sim import Action, Observation, Simulator, render
+from ..sim import ACTIONS, Action, AgentTool, Observation, Simulator, render
 from ..sim.actions import ActionKind
 from .features import (
     GLOBAL_FEATURES,
@@ -105,7 +108,6 @@ from .features import (
     LOW,
     MAX_SLOTS,
     SLOT_FEATURES,
-    TOOLS,
     global_features,
 )
 from .features import slot_features as _slot_features
@@ -153,7 +155,9 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         self.max_calls_per_turn = max_calls_per_turn
         self.seed_range = seed_range
         self.render_mode = render_mode
-        self.n_actions = 1 + len(TOOLS) * max_slots
+        self.tools: tuple[AgentTool, ...] = ACTIONS.targeted
+        """The tools that take a sequence when the env was made: its action spaces' tool axis."""
+        self.n_actions = 1 + len(self.tools) * max_slots
         self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = spaces.Dict(
             {
@@ -197,7 +201,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         end_turn = action == 0
         if not end_turn:
             tool, slot = divmod(action - 1, self.max_slots)
-            kind = TOOLS[tool]
+            kind = self.tools[tool].name
             entries = self._obs.entries
             if slot >= min(len(entries), self.max_slots):
                 sim.count_invalid()
@@ -248,7 +252,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         tool, slot = divmod(int(action) - 1, self.max_slots)
         if slot >= len(self._obs.entries):
             return None
-        return Action(TOOLS[tool], self._obs.entries[slot].seq_id)
+        return Action(self.tools[tool].name, self._obs.entries[slot].seq_id)
 
     def _refresh(self) -> None:
         assert self.sim is not None
@@ -261,7 +265,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         self._mask = self._mask_for(obs)
 
     def _mask_for(self, obs: Observation) -> np.ndarray:
-        return action_mask(obs, self.max_slots)
+        return action_mask(obs, self.max_slots, self.tools)
 
     def _observation(self) -> dict[str, np.ndarray]:
         assert self._obs is not None
@@ -286,9 +290,10 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
 class ServingTurnsEnv(ServingEnv):
     """`kvcache/ServingTurns-v0`: the same game with one step per turn (module docstring).
 
-    The action is `MultiDiscrete([4] * max_slots)`: for each row of the turn's observation,
-    0 keep, 1 `evict`, 2 `compress`, 3 `swap`; the chosen calls are applied in row order (largest
-    GPU cost first), then the engine steps. `action_mask` is `(max_slots, 4)`: what each row
+    The action is `MultiDiscrete([1 + T] * max_slots)`: for each row of the turn's observation,
+    0 keep, then one value per tool that takes a sequence (1 `evict`, 2 `compress`, 3 `swap`);
+    the chosen calls are applied in row order (largest GPU cost first), then the engine steps.
+    `action_mask` is `(max_slots, 1 + T)`: what each row
     accepts at the start of the turn (an earlier call of the same turn can still make a later
     one invalid, e.g. offloads that fill the CPU tier; it is then counted invalid, as always).
     One call per sequence per turn, as the `learned` baseline decides.
@@ -296,7 +301,7 @@ class ServingTurnsEnv(ServingEnv):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        shape = (self.max_slots, 1 + len(TOOLS))
+        shape = (self.max_slots, 1 + len(self.tools))
         self.action_space = spaces.MultiDiscrete(np.full(self.max_slots, shape[1]))
         self.observation_space = spaces.Dict(
             {**self.observation_space.spaces, "action_mask": spaces.MultiBinary(shape)}
@@ -311,11 +316,11 @@ class ServingTurnsEnv(ServingEnv):
             raise RuntimeError("call reset() before step()")
         if sim.done:
             raise RuntimeError("the episode is over; call reset()")
-        choice = integral_actions(action, (self.max_slots,), len(TOOLS))
+        choice = integral_actions(action, (self.max_slots,), len(self.tools))
         info: dict[str, Any] = {}
         entries = self._obs.entries
         errors = []
-        for kind, slot in row_calls(choice):
+        for kind, slot in row_calls(choice, self.tools):
             if slot >= len(entries):
                 sim.count_invalid()
                 errors.append(empty_slot_error(kind, slot, len(entries)))
@@ -333,7 +338,7 @@ class ServingTurnsEnv(ServingEnv):
         entries = self._obs.entries if self._obs is not None else ()
         return [
             Action(kind, entries[slot].seq_id)
-            for kind, slot in row_calls(action)
+            for kind, slot in row_calls(action, self.tools)
             if slot < len(entries)
         ]
 
@@ -342,7 +347,7 @@ class ServingTurnsEnv(ServingEnv):
         return self._mask.astype(bool).ravel()
 
     def _mask_for(self, obs: Observation) -> np.ndarray:
-        return turns_action_mask(obs, self.max_slots)
+        return turns_action_mask(obs, self.max_slots, self.tools)
 
 
 def integral_actions(
@@ -393,32 +398,39 @@ def reset_options(
     return scenario, trace, seed
 
 
-def action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
-    """int8 mask over `Discrete(1 + 3 * max_slots)`: what `Simulator.apply` accepts now."""
-    mask = np.zeros(1 + len(TOOLS) * max_slots, dtype=np.int8)
+def action_mask(
+    obs: Observation, max_slots: int = MAX_SLOTS, tools: tuple[AgentTool, ...] | None = None
+) -> np.ndarray:
+    """int8 mask over `Discrete(1 + len(tools) * max_slots)`: what `Simulator.apply` accepts
+    now, by the action table's rule (`tools`: the table's that take a sequence)."""
+    tools = ACTIONS.targeted if tools is None else tools
+    mask = np.zeros(1 + len(tools) * max_slots, dtype=np.int8)
     mask[0] = 1
-    room = obs.cpu_capacity - obs.cpu_used
-    for slot, e in enumerate(obs.entries[:max_slots]):
-        mask[1 + slot] = 1  # evict: running, paused on the GPU or on CPU
-        if not e.swapped:
-            mask[1 + max_slots + slot] = e.quantization.next_level is not None
-            mask[1 + 2 * max_slots + slot] = e.private_blocks <= room
+    for slot, entry in enumerate(obs.entries[:max_slots]):
+        for index, tool in enumerate(tools):
+            mask[1 + index * max_slots + slot] = tool.valid_on(entry, obs)
     return mask
 
 
-def turns_action_mask(obs: Observation, max_slots: int = MAX_SLOTS) -> np.ndarray:
-    """int8 `(max_slots, 4)` mask of `ServingTurnsEnv`: per row, keep (always) and what
-    `Simulator.apply` accepts now for `evict`, `compress`, `swap`."""
-    flat = action_mask(obs, max_slots)
-    mask = np.zeros((max_slots, 1 + len(TOOLS)), dtype=np.int8)
+def turns_action_mask(
+    obs: Observation, max_slots: int = MAX_SLOTS, tools: tuple[AgentTool, ...] | None = None
+) -> np.ndarray:
+    """int8 `(max_slots, 1 + len(tools))` mask of `ServingTurnsEnv`: per row, keep (always) and
+    what `Simulator.apply` accepts now for each tool that takes a sequence."""
+    tools = ACTIONS.targeted if tools is None else tools
+    flat = action_mask(obs, max_slots, tools)
+    mask = np.zeros((max_slots, 1 + len(tools)), dtype=np.int8)
     mask[:, 0] = 1
-    mask[:, 1:] = flat[1:].reshape(len(TOOLS), max_slots).T
+    mask[:, 1:] = flat[1:].reshape(len(tools), max_slots).T
     return mask
 
 
-def row_calls(choice: np.ndarray) -> list[tuple[ActionKind, int]]:
+def row_calls(
+    choice: np.ndarray, tools: tuple[AgentTool, ...] | None = None
+) -> list[tuple[ActionKind, int]]:
     """A `ServingTurns-v0` action as (tool, row) calls, in row order (0 = keep: no call)."""
-    return [(TOOLS[int(choice[slot]) - 1], int(slot)) for slot in np.flatnonzero(choice)]
+    tools = ACTIONS.targeted if tools is None else tools
+    return [(tools[int(choice[slot]) - 1].name, int(slot)) for slot in np.flatnonzero(choice)]
 
 
 def empty_slot_error(kind: str, slot: int, shown: int) -> str:
@@ -459,7 +471,6 @@ if TURNS_ENV_ID not in gymnasium.registry:
 
 __all__ = [
     "ENV_ID",
-    "TOOLS",
     "TURNS_ENV_ID",
     "ServingEnv",
     "ServingTurnsEnv",

@@ -20,8 +20,9 @@ simulator state. Only the tool calls go the other way.
 
 ## Spaces
 `single_observation_space` and `single_action_space` are `ServingTurnsEnv`'s (the `Dict` of
-`slots`, `globals`, `action_mask` `(max_slots, 4)`; `MultiDiscrete([4] * max_slots)`: per row
-0 keep, 1 `evict`, 2 `compress`, 3 `swap`); `observation_space` and `action_space` batch them
+`slots`, `globals`, `action_mask` `(max_slots, 1 + T)`; `MultiDiscrete([1 + T] * max_slots)`:
+per row 0 keep, 1 `evict`, 2 `compress`, 3 `swap`, T the action table's tools that take a
+sequence); `observation_space` and `action_space` batch them
 (`gymnasium.vector.utils.batch_space`): actions are `(num_envs, max_slots)`.
 
 ## Seeding and options
@@ -66,10 +67,9 @@ from gymnasium.vector.utils import batch_space, create_empty_array
 from rubrics import episode_metrics, resolve_weights, score
 
 from ..episodes import EpisodeSpec
-from ..sim import Action, Simulator, VectorSimulator, VectorStep
+from ..sim import ACTIONS, Action, Simulator, VectorSimulator, VectorStep
 from .features import MAX_SLOTS, global_features, slot_features
 from .gym import (
-    TOOLS,
     TRAIN_SEED_RANGE,
     RewardMode,
     ServingTurnsEnv,
@@ -89,7 +89,7 @@ class TurnView(NamedTuple):
     globals: np.ndarray
     """`(len(GLOBAL_FEATURES),)` float32."""
     mask: np.ndarray
-    """`(max_slots, 4)` int8 action mask (only keep once the episode is over)."""
+    """`(max_slots, 1 + T)` int8 action mask (only keep once the episode is over)."""
     seq_ids: tuple[str, ...]
     """The sequence in each shown row, in row order: what an action's rows act on."""
     turn: int
@@ -111,7 +111,7 @@ def observe_turn(
     obs = sim.observe(hints=False)
     potential = final = None
     if sim.done:
-        mask = np.zeros((max_slots, 1 + len(TOOLS)), dtype=np.int8)
+        mask = np.zeros((max_slots, 1 + len(ACTIONS.targeted)), dtype=np.int8)
         mask[:, 0] = 1
         record = sim.record()
         scored = score(record, weights)
@@ -166,6 +166,7 @@ class ServingTurnsVectorEnv(VectorEnv):
         self.render_mode = None
         self.single_observation_space = single.observation_space
         self.single_action_space = single.action_space
+        self.tools = single.tools
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.steps = steps
@@ -269,7 +270,7 @@ class ServingTurnsVectorEnv(VectorEnv):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         n = self.num_envs
-        choice = integral_actions(actions, (n, self.max_slots), len(TOOLS), "actions")
+        choice = integral_actions(actions, (n, self.max_slots), len(self.tools), "actions")
         restarting = [int(i) for i in np.flatnonzero(self._autoreset)]
         if restarting and self.autoreset_mode is AutoresetMode.DISABLED:
             raise RuntimeError(
@@ -350,7 +351,7 @@ class ServingTurnsVectorEnv(VectorEnv):
         ids = view.seq_ids
         calls: list[Action] = []
         labels: list[str | None] = []
-        for kind, slot in row_calls(choice):
+        for kind, slot in row_calls(choice, self.tools):
             if slot < len(ids):
                 calls.append(Action(kind, ids[slot]))
                 labels.append(None)

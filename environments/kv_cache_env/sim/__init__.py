@@ -6,9 +6,13 @@ else).
 """
 
 from .actions import (
-    ACTION_KINDS,
+    ACTIONS,
     Action,
     ActionResult,
+    ActionTable,
+    AgentTool,
+    CpuRoom,
+    Refusal,
     compress,
     evict,
     make_action,
@@ -46,7 +50,7 @@ from .vector import VectorSimulator, VectorStep
 from .workload import FollowUp, Request, Schedule, schedule_from_requests, synthesize
 
 __all__ = [
-    "ACTION_KINDS",
+    "ACTIONS",
     "CATALOGUE",
     "EVICTION_VALUE",
     "RETENTION_PRIORITY",
@@ -57,9 +61,12 @@ __all__ = [
     "TIERS",
     "Action",
     "ActionResult",
+    "ActionTable",
+    "AgentTool",
     "BlockEvent",
     "BlockType",
     "Candidate",
+    "CpuRoom",
     "Engine",
     "EntryView",
     "EpisodeRecord",
@@ -72,6 +79,7 @@ __all__ = [
     "Quantization",
     "QueueView",
     "Reference",
+    "Refusal",
     "Request",
     "RequestProfile",
     "ResidentRecord",

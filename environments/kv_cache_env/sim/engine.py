@@ -242,6 +242,11 @@ class Engine:
         )
 
     @property
+    def cpu_room(self) -> int:
+        """Free CPU blocks (what an offload must fit in)."""
+        return self.cpu_capacity - self.cpu_used
+
+    @property
     def link_backlog(self) -> int:
         """Blocks queued on the host link (offloads and loads)."""
         return sum(s.outbound + s.inbound for s in self.link)

@@ -152,6 +152,11 @@ class Observation:
         """Blocks an allocation could take now (free + cached)."""
         return self.capacity - self.used
 
+    @property
+    def cpu_room(self) -> int:
+        """Free CPU blocks (what an offload must fit in)."""
+        return self.cpu_capacity - self.cpu_used
+
     def entry(self, seq_id: str) -> EntryView | None:
         return next((e for e in self.entries if e.seq_id == seq_id), None)
 

@@ -146,6 +146,8 @@ class EpisodeRecord:
 
 
 _FIELDS = tuple(f.name for f in fields(EpisodeRecord))
+RECORD_FIELDS = frozenset(_FIELDS)
+"""The record's field names (each tool's counter is one: `actions.Tool.counter`)."""
 
 
 def _flat(item: EvictionRecord | ResidentRecord) -> dict[str, Any]:

@@ -209,6 +209,26 @@ class Sequence:
     def is_swapped(self) -> bool:
         return self.status is Status.SWAPPED
 
+    # --- what the action table's validity rule reads (`actions.Target`), as `EntryView` ------
+    @property
+    def swapped(self) -> bool:
+        """Its KV is on CPU (an offloaded paused session)."""
+        return self.status is Status.SWAPPED
+
+    @property
+    def moving(self) -> int:
+        """Blocks still to cross the host link for it (out to CPU, or loading back)."""
+        return self.outbound + self.inbound
+
+    @property
+    def quantization(self) -> Quantization:
+        return self.quantization_level
+
+    @property
+    def private_blocks(self) -> int:
+        """Its own physical blocks (on CPU when swapped)."""
+        return self.cpu_blocks if self.status is Status.SWAPPED else self.gpu_blocks
+
     @property
     def phase(self) -> Phase:
         if self.status is not Status.RUNNING:

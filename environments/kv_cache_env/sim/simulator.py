@@ -36,12 +36,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from .actions import Action, ActionResult
+from .actions import ACTIONS, Action, ActionResult, AgentTool, Refusal
 from .engine import Engine, StepStats
 from .events import Subscriber
 from .frozen import slot_constructor
 from .observation import Observation, Queue, Table, build_observation
-from .record import EpisodeRecord, ResidentRecord
+from .record import RECORD_FIELDS, EpisodeRecord, ResidentRecord
 from .reference import Reference, run_reference
 from .scenario import Scenario
 from .sequence import Sequence
@@ -141,7 +141,8 @@ class Simulator:
         self._residents: tuple[ResidentRecord, ...] = ()
         self._calls_this_turn = 0
         self._calls_per_turn: list[int] = []
-        self._counts = {"evict": 0, "compress": 0, "swap": 0, "noop": 0, "invalid": 0}
+        self._counts = dict.fromkeys((*ACTIONS.names, "invalid"), 0)
+        """Calls per tool (valid ones) and invalid calls (`record`: each tool's counter)."""
         self._tables: list[weakref.ref[Table] | weakref.ref[Queue]] = []
         """Lazy entry tables and queues handed out since the last change (see `observe`)."""
 
@@ -188,7 +189,8 @@ class Simulator:
             self._settle()
         self._calls_this_turn += 1
         result = self._apply(action)
-        self._counts[action.kind if result.ok else "invalid"] += 1
+        kind = action.kind if result.ok else "invalid"
+        self._counts[kind] = self._counts.get(kind, 0) + 1
         return result
 
     @property
@@ -232,75 +234,60 @@ class Simulator:
 
     # --- validation --------------------------------------------------------------------------
     def _apply(self, action: Action) -> ActionResult:
-        kind = action.kind
-        if kind == "noop":
-            return ActionResult(True, "noop: nothing changed")
+        """The action table's rule (`actions.AgentTool.refusal`) on the target, then its effect."""
+        tool = ACTIONS.get(action.kind)
+        if tool is None:
+            return ActionResult(
+                False, f"unknown action {action.kind!r}; valid actions: {', '.join(ACTIONS.names)}"
+            )
         engine = self.engine
+        if not tool.targets:
+            return tool.carry_out(engine, None)
         seq = engine.sequences.get(action.seq_id or "")
         if seq is None or seq.status not in _HOLDING:
-            return ActionResult(False, self._not_actionable(kind, action.seq_id, seq))
-        sid = seq.seq_id
-        paused = seq.status is not Status.RUNNING
-        if kind == "evict":
-            freed = engine.evict(seq)
-            later = "recomputes when its next call arrives" if paused else "it will recompute"
-            return ActionResult(True, f"evict {sid}: freed {freed} GPU blocks; {later}", freed)
-        if seq.inbound:
-            return ActionResult(
-                False,
-                f"{kind} {sid}: its KV is still loading over the host link ({seq.inbound} "
-                "blocks to go); evict is the only tool that acts on it now",
-            )
-        if seq.status is Status.SWAPPED:
-            resident = self._ids(Status.RUNNING, Status.PAUSED)
-            return ActionResult(
-                False,
-                f"{kind} {sid}: it is already offloaded to CPU; {kind} acts on GPU-resident "
-                f"sequences: {resident}",
-            )
-        if kind == "compress":
-            level = seq.quantization_level
-            if level.next_level is None:
-                valid = (
-                    ", ".join(
-                        s.seq_id
-                        for s in (*engine.running, *engine.paused)
-                        if s.status in _ON_GPU and s.quantization_level.next_level
-                    )
-                    or "none"
-                )
-                return ActionResult(
-                    False,
-                    f"compress {sid}: already int4 (fp16 -> int8 -> int4, one level per call); "
-                    f"compressible: {valid}",
-                )
-            freed = engine.compress(seq)
-            return ActionResult(
-                True, f"compress {sid}: {level} -> {seq.quantization_level}, freed {freed}", freed
-            )
-        # swap
-        room = engine.cpu_capacity - engine.cpu_used
-        if seq.gpu_blocks > room:
-            return ActionResult(
-                False,
-                f"swap {sid}: needs {seq.gpu_blocks} CPU blocks, only {room} of "
-                f"{engine.cpu_capacity} free",
-            )
-        blocks = seq.gpu_blocks
-        freed = engine.swap_out(seq)
-        where = "stays paused on CPU" if paused else "waits at the queue front to load it back"
-        if seq.outbound:
-            return ActionResult(
-                True,
-                f"swap {sid}: {blocks} blocks queued on the host link (backlog "
-                f"{engine.link_backlog}); its GPU blocks are freed as they move; it {where}",
-                freed,
-            )
-        return ActionResult(True, f"swap {sid}: {freed} GPU blocks freed; it {where}", freed)
+            return ActionResult(False, self._not_actionable(tool, action.seq_id, seq))
+        refusal = tool.refusal(seq, engine)
+        if refusal is not None:
+            return ActionResult(False, self._refused(tool, seq, refusal))
+        return tool.carry_out(engine, seq)
 
-    def _not_actionable(self, kind: str, seq_id: str | None, seq: Sequence | None) -> str:
-        valid_status = _HOLDING if kind == "evict" else _ON_GPU
-        valid = self._ids(*valid_status)
+    def _refused(self, tool: AgentTool, seq: Sequence, refusal: Refusal) -> str:
+        """What an agent is told when `tool`'s rule refuses `seq`, naming what is valid."""
+        kind, sid, engine = tool.name, seq.seq_id, self.engine
+        if refusal is Refusal.LOADING:
+            takers = [t.name for t in ACTIONS.targeted if t.on_loading]
+            which = (
+                f"{takers[0]} is the only tool that acts on it now"
+                if len(takers) == 1
+                else f"only {', '.join(takers) or 'no tool'} act on it now"
+            )
+            return (
+                f"{kind} {sid}: its KV is still loading over the host link ({seq.inbound} "
+                f"blocks to go); {which}"
+            )
+        if refusal is Refusal.OFFLOADED:
+            resident = self._ids(Status.RUNNING, Status.PAUSED)
+            return (
+                f"{kind} {sid}: it is already offloaded to CPU; {kind} acts on GPU-resident "
+                f"sequences: {resident}"
+            )
+        if refusal is Refusal.LOWEST_LEVEL:
+            valid = ", ".join(
+                s.seq_id
+                for s in (*engine.running, *engine.paused)
+                if s.status in _HOLDING and tool.valid_on(s, engine)
+            )
+            return (
+                f"{kind} {sid}: already {seq.quantization_level} (fp16 -> int8 -> int4, one "
+                f"level per call); compressible: {valid or 'none'}"
+            )
+        return (
+            f"{kind} {sid}: needs {seq.private_blocks} CPU blocks, only {engine.cpu_room} of "
+            f"{engine.cpu_capacity} free"
+        )
+
+    def _not_actionable(self, tool: AgentTool, seq_id: str | None, seq: Sequence | None) -> str:
+        valid = self._ids(*(_HOLDING if tool.on_offloaded else _ON_GPU))
         if seq is None:
             what = f"unknown seq_id {seq_id!r}"
         else:
@@ -310,7 +297,7 @@ class Simulator:
                 Status.FINISHED: f"{seq_id} already finished",
                 Status.FAILED: f"{seq_id} already failed",
             }[seq.status]
-        return f"{kind}: {what}; valid ids: {valid}"
+        return f"{tool.name}: {what}; valid ids: {valid}"
 
     def _ids(self, *statuses: Status) -> str:
         engine = self.engine
@@ -365,11 +352,8 @@ class Simulator:
             evictions=evictions,
             residents=residents,
             calls_per_turn=tuple(self._calls_per_turn),
-            evict_calls=self._counts["evict"],
-            compress_calls=self._counts["compress"],
-            swap_calls=self._counts["swap"],
-            noop_calls=self._counts["noop"],
             invalid_calls=self._counts["invalid"],
+            **self._tool_counters(),
             drain_steps=len(drain),
             drain_tokens=sum(s.tokens for s in drain),
             drain_effective_tokens=sum(s.effective_tokens for s in drain),
@@ -379,6 +363,15 @@ class Simulator:
             reference_ideal_block_steps=self.reference.ideal_block_steps,
             paused_evictions=sum(1 for e in evictions if e.paused),
         )
+
+    def _tool_counters(self) -> dict[str, int]:
+        """Each tool's counter (`AgentTool.counter`) that the record has a field for: the built-in
+        tools' (tested); a tool registered without one is counted in `calls_per_turn` only."""
+        return {
+            tool.counter: self._counts.get(tool.name, 0)
+            for tool in ACTIONS
+            if tool.counter in RECORD_FIELDS
+        }
 
     # --- copies and checks -------------------------------------------------------------------
     # --- copying (declared as in `Engine`: a clone cannot forget a field) ---------------------
