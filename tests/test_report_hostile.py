@@ -169,3 +169,9 @@ def test_a_hostile_run_json_beside_the_results_is_ignored(tmp_path, line, run_js
     (run / "run.json").write_bytes(run_json.encode("utf-8", "surrogateescape"))
     done = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "rep")])
     assert done.exit_code == 0, done.output
+
+
+def test_a_line_with_an_unknown_status_is_refused_not_a_crash(tmp_path, line):
+    done = _report(tmp_path, [dict(line, status="maybe", components=None, metrics=None)])
+    assert done.exit_code == 2, done.output
+    assert "status must be 'ok' or 'failed', got 'maybe'" in " ".join(done.output.split())
