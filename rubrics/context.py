@@ -77,8 +77,26 @@ def context_score(
     return components, sum(merged[name] * value for name, value in components.items())
 
 
+CONTEXT_METRIC_NAMES: tuple[str, ...] = (
+    "rouge_l",
+    "value_accuracy",
+    "wrong_values",
+    "facts_visible",
+    "oom_events",
+    "mean_active_blocks",
+    "max_active_blocks",
+    "recalls",
+    "recall_latency_s",
+    "archived_turns",
+    "invalid_actions",
+)
+"""The names `context_metrics` returns, in its order (a result's `metrics` holds exactly
+these)."""
+
+
 def context_metrics(record: ContextRecord) -> dict[str, float]:
-    """What results show beside the reward: answer quality, OOM events, blocks, recalls."""
+    """What results show beside the reward: answer quality, OOM events, blocks, recalls
+    (`CONTEXT_METRIC_NAMES`)."""
     questions = record.questions
     return {
         "rouge_l": sum(q.rouge_l for q in questions) / len(questions) if questions else 0.0,

@@ -5,6 +5,7 @@ figures stay bounded; the timing itself is `scripts/bench_report.py`'s)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -169,3 +170,129 @@ def test_a_hostile_run_json_beside_the_results_is_ignored(tmp_path, line, run_js
     (run / "run.json").write_bytes(run_json.encode("utf-8", "surrogateescape"))
     done = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "rep")])
     assert done.exit_code == 0, done.output
+
+
+def test_a_line_with_an_unknown_status_is_refused_not_a_crash(tmp_path, line):
+    done = _report(tmp_path, [dict(line, status="maybe", components=None, metrics=None)])
+    assert done.exit_code == 2, done.output
+    assert "status must be 'ok' or 'failed', got 'maybe'" in " ".join(done.output.split())
+
+
+# --- context lines: the same guarantees ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def context_line() -> dict:
+    """A context result as `kvarena context-eval` writes it (the golden run's first line)."""
+    return json.loads((ROOT / "tests/golden/context.jsonl").read_bytes().splitlines()[0])
+
+
+def test_context_names_are_escaped_for_markdown_and_html(tmp_path, context_line):
+    lines = [dict(context_line, agent=name) for name in NAMES]
+    lines += [dict(context_line, reader=name) for name in NAMES]
+    lines += [dict(context_line, level=name) for name in NAMES]
+    done = _report(tmp_path, lines)
+    assert done.exit_code == 0, done.output
+    board = (tmp_path / "rep" / "leaderboard.md").read_text()
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert "## Context family: every agent on every level" in board
+    for raw in ("<script>", "<img", "\n# pwned", "[click]", "`code`", "\x00"):
+        assert raw not in board, raw
+    for raw in ("<script>alert", "<img src", "\x00"):
+        assert raw not in page, raw
+    for table in re.split(r"\n\n+", board):
+        rows = [r for r in table.splitlines() if r.startswith("| ")]
+        assert len({r.count(" | ") for r in rows}) <= 1, table[:200]
+    assert "### Reader a&#124;b&#124;c" in board  # a reader's heading, escaped
+
+
+def test_long_context_names_are_cut_for_display_only(tmp_path, context_line):
+    long_a, long_b = "r" * 100_000, "r" * 99_999 + "s"
+    done = _report(tmp_path, [dict(context_line, reader=long_a), dict(context_line, reader=long_b)])
+    assert done.exit_code == 0, done.output
+    board = (tmp_path / "rep" / "leaderboard.md").read_text()
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert display_name(long_a) in board and display_name(long_b) in board
+    assert len(board) < 20_000 and len(page) < 200_000
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"components": {"answer_quality": 1.0}}, "components must be exactly"),
+        ({"metrics": {"rouge_l": 1.0}}, "metrics must be exactly"),
+        ({"reward": 1e300}, "reward must be a finite number of size at most 1e12"),
+        ({"seed": -1}, "seed must be between 0 and 2^63 - 1"),
+        ({"level": 5}, "level must be a string, got number"),
+        ({"reader": None}, "reader must be a string, got null"),
+        ({"suite_version": ["3"]}, "suite_version must be a string, got array"),
+        ({"status": "maybe", "components": None}, "status must be 'ok' or 'failed'"),
+        ({"status": "failed"}, "a failed episode has no reward"),
+        ({"usage": {"input_tokens": 1}}, "usage must hold"),
+        ({"record": "x"}, "record must be an object, got string"),
+    ],
+    ids=[
+        "components",
+        "metrics",
+        "reward-huge",
+        "seed-negative",
+        "level-number",
+        "reader-null",
+        "suite-array",
+        "status-unknown",
+        "failed-with-reward",
+        "usage-short",
+        "record-string",
+    ],
+)
+def test_bad_context_lines_are_refused_naming_file_and_line(
+    tmp_path, context_line, change, message
+):
+    done = _report(tmp_path, [context_line, dict(context_line, seed=1) | change])
+    assert done.exit_code == 2, done.output
+    flat = " ".join(done.output.split())
+    assert "results.jsonl:2:" in flat.replace(" ", "") and message in flat, done.output
+    assert "unexpected" not in done.output
+
+
+def test_a_line_of_neither_family_is_refused_saying_why(tmp_path):
+    (tmp_path / "results.jsonl").write_text('{"agent": "x", "seed": 0}\n')
+    done = runner.invoke(app, ["report", str(tmp_path), "-o", str(tmp_path / "rep")])
+    assert done.exit_code == 2
+    assert (
+        "results.jsonl:1: neither a serving result (no schema_version or scenario) nor a "
+        "context result (no level or reader)"
+    ) in "".join(done.output.split("\n"))
+
+
+def test_context_duplicates_count_once_and_differing_ones_are_refused(tmp_path, context_line):
+    done = _report(tmp_path, [context_line] * 3)
+    assert done.exit_code == 0, done.output
+    assert "2 duplicate line(s)" in " ".join(done.output.split())
+    other = dict(context_line, reader="hf:some-model")  # another reader: another episode
+    done = _report(tmp_path, [context_line, other])
+    assert done.exit_code == 0, done.output
+    changed = dict(context_line, reward=context_line["reward"] - 0.5)
+    done = _report(tmp_path, [context_line, changed])
+    assert done.exit_code == 2, done.output
+    flat = done.output.replace("\n", "")
+    assert re.search(
+        r"results.jsonl:2: noop \(reader extractive\) on easy seed 0 is also at .*results.jsonl:1",
+        flat,
+    )
+
+
+def test_context_figures_stay_bounded_however_many_readers(tmp_path, context_line):
+    from evals.report.context_board import FIGURE_READERS
+
+    lines = [
+        dict(context_line, reader=f"reader-{i:03d}", agent=agent, reward=reward)
+        for i in range(50)
+        for agent, reward in (("noop", 0.1), ("oracle", 0.9), ("trt-lru", 0.5))
+    ]
+    done = _report(tmp_path, lines)
+    assert done.exit_code == 0, done.output
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert page.count("<svg") == 2 * FIGURE_READERS  # score by level, components
+    assert f"{50 - FIGURE_READERS} more reader(s) in the tables" in page
+    assert page.count("<table class='sortable' id='context-ranking-") == 50

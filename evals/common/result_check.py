@@ -1,9 +1,14 @@
 """Reading result lines someone else wrote: one `results.jsonl` line -> a result object, or the
-problems that make it unusable. Used by `kvarena report` (which names the bad line) and when a
-run is resumed (a bad line is run again, not kept).
+problems that make it unusable. Used by `kvarena report` (which names the bad line, and reads
+both families' lines) and when a serving run is resumed (a bad line is run again, not kept).
 
-`results.validate` checks what a result means (the reward is the weighted sum, the components
-are the rubric's); it assumes the types are right. This module checks the types first, so a
+Two families write results: serving (`results`) and context (`context_results`). `family_of`
+tells which schema a line follows from the fields only one of them has (`schema_version` and
+`scenario`; `level` and `reader`); the line is then checked by that family's schema.
+
+`results.validate` checks what a serving result means (the reward is the weighted sum, the
+components are the rubric's), `context_results.validate_context` a context one; both assume
+the types are right. This module checks the types first, so a
 line with `components: null` on an ok episode, `reward: "high"`, a string seed,
 `series.usage: "abc"`, NaN or Infinity anywhere, JSON nested deeper than `MAX_JSON_DEPTH`, or
 bytes that are not UTF-8 is reported, never a crash. The file around the lines is read by
@@ -14,11 +19,22 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, Literal
 
 from kv_cache_env.bounded_read import MAX_JSON_DEPTH, too_deep
 
+from .context_results import validate_context
 from .results import validate
+
+Family = Literal["serving", "context"]
+FAMILIES: tuple[Family, ...] = ("serving", "context")
+SERVING: tuple[Family, ...] = ("serving",)
+_MARKS: dict[Family, tuple[str, str]] = {
+    "serving": ("schema_version", "scenario"),
+    "context": ("level", "reader"),
+}
+"""The fields that mark a line as a family's (`family_of`)."""
 
 
 class _Constant(ValueError):
@@ -29,8 +45,20 @@ def _no_constant(name: str) -> Any:
     raise _Constant(f"{name} is not a finite number")
 
 
-def parse_line(line: bytes | str) -> tuple[dict[str, Any] | None, list[str]]:
-    """(result, []) for a usable line; (None, problems) otherwise."""
+def family_of(result: Mapping[str, object]) -> Family | None:
+    """Which family's schema a result object follows: serving when it has `schema_version` or
+    `scenario` (every serving line has both, no context line either), context when it has
+    `level` or `reader` (every context line has both); None when it has none of them."""
+    for family in FAMILIES:
+        if any(name in result for name in _MARKS[family]):
+            return family
+    return None
+
+
+def parse_line(
+    line: bytes | str, families: Collection[Family] = SERVING
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """(result, []) for a usable line of one of `families`; (None, problems) otherwise."""
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
@@ -48,16 +76,35 @@ def parse_line(line: bytes | str) -> tuple[dict[str, Any] | None, list[str]]:
         return None, ["not JSON (an integer of more than 4,300 digits)"]
     if too_deep(line):
         return None, [f"JSON nested more than {MAX_JSON_DEPTH} deep"]
-    problems = check_result(value)
+    problems = check_result(value, families)
     return (value if not problems else None), problems
 
 
-def check_result(value: object) -> list[str]:
-    """Problems with a parsed result object: types first, then `results.validate`."""
+def check_result(value: object, families: Collection[Family] = SERVING) -> list[str]:
+    """Problems with a parsed result object of one of `families`: its family (`family_of`),
+    then the types, then the family's schema (`results.validate`,
+    `context_results.validate_context`). A line of no recognisable family is checked as the
+    only family asked for (its missing fields named), or refused as neither of them."""
     if not isinstance(value, dict):
         return [f"not a JSON object (got {type(value).__name__})"]
+    family = family_of(value)
+    if family is None:
+        if len(families) != 1:
+            return [
+                "neither "
+                + " nor ".join(
+                    f"a {f} result (no {' or '.join(_MARKS[f])})" for f in FAMILIES if f in families
+                )
+            ]
+        (family,) = families
+    elif family not in families:
+        has = " and ".join(name for name in _MARKS[family] if name in value)
+        wanted = " or ".join(families)
+        return [f"a {family} result (it has {has}), where {wanted} results are read"]
     problems = _type_problems(value)
-    return problems or validate(value)
+    if problems:
+        return problems
+    return validate(value) if family == "serving" else validate_context(value)
 
 
 MAX_MAGNITUDE = 1e12
@@ -114,7 +161,13 @@ def _type_problems(result: dict[str, Any]) -> list[str]:
     get = result.get
     if "schema_version" in result:
         expect(_int(get("schema_version")), "schema_version must be an integer")
-    for name in ("agent", "scenario", "status"):
+    if "suite_version" in result:
+        version = get("suite_version")
+        expect(
+            isinstance(version, str) or _int(version),
+            f"suite_version must be a string, got {_kind(version)}",
+        )
+    for name in ("agent", "scenario", "status", "level", "reader"):
         if name in result:
             expect(isinstance(get(name), str), f"{name} must be a string, got {_kind(get(name))}")
     if "seed" in result:

@@ -120,7 +120,9 @@ def validate(result: Mapping[str, Any]) -> list[str]:
     if result["schema_version"] != SCHEMA_VERSION:
         problems.append(f"schema_version {result['schema_version']!r} != {SCHEMA_VERSION}")
     if result["status"] not in ("ok", "failed"):
+        # nothing else can be checked: which fields may be null depends on the status
         problems.append(f"status must be 'ok' or 'failed', got {result['status']!r}")
+        return problems
     if result["status"] == "failed":
         if not result["error"]:
             problems.append("a failed episode needs an error")

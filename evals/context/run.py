@@ -8,22 +8,20 @@ Readers (who answers the planted questions from what the cache still holds):
 The keyless and chat readers live in `kv_context_env.readers.extractive` and
 `kv_context_env.llm.chat_reader` (the taskset uses them too).
 
-One result per episode, JSON-ready: agent, reader, level, seed, status, reward, components,
+One result per episode, JSON-ready (`context_result`, the schema's owner:
+`evals.common.context_results`): agent, reader, level, seed, status, reward, components,
 metrics and the full record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from kv_context_env import CONTEXT_SUITE_VERSION
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.llm.chat_reader import ChatReader
 from kv_context_env.policies.baselines import get_context_policy
 from kv_context_env.readers.extractive import Reader, extractive_reader
 from kv_context_env.sim.episode import ContextEpisode, ContextRecord
-from rubrics.context import context_metrics, context_score
+
+from ..common.context_results import context_result
 
 
 def hf_reader(path: str) -> Reader:
@@ -62,46 +60,6 @@ def play_policy(
             question = episode.pending_question
             episode.step(answer=reader(episode, question.text) if question else None)
         return episode.record()
-
-
-def context_result(
-    *,
-    agent: str,
-    reader: str,
-    level: str,
-    seed: int,
-    record: ContextRecord | None,
-    error: str | None = None,
-    weights: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
-    if record is None:
-        return {
-            "suite_version": CONTEXT_SUITE_VERSION,
-            "agent": agent,
-            "reader": reader,
-            "level": level,
-            "seed": seed,
-            "status": "failed",
-            "error": error,
-            "reward": None,
-            "components": None,
-            "metrics": None,
-            "record": None,
-        }
-    components, reward = context_score(record, weights)
-    return {
-        "suite_version": CONTEXT_SUITE_VERSION,
-        "agent": agent,
-        "reader": reader,
-        "level": level,
-        "seed": seed,
-        "status": "ok",
-        "error": None,
-        "reward": reward,
-        "components": components,
-        "metrics": context_metrics(record),
-        "record": record.as_dict(),
-    }
 
 
 __all__ = [

@@ -1,7 +1,10 @@
-"""Leaderboard reports from one or more `results.jsonl` runs (policies and models mixed).
+"""Leaderboard reports from one or more `results.jsonl` runs (policies and models mixed), of
+either family: `read_results` reads serving and context lines alike (`result_check.family_of`
+tells them apart) and `build_report` gives each family its own section, serving first (the
+context family's is `context_board`).
 
 `build_report(results, out)` writes `leaderboard.md` and a self-contained `index.html` (sortable
-table, matplotlib figures embedded as inline SVG, no network needed), and `to_dataset(results)`
+tables, figures embedded as inline SVG, no network needed), and `to_dataset(results)`
 gives the results as a Hugging Face `datasets.Dataset`. Intervals are Student-t 95% intervals
 over episodes (`evals.common.stats.mean_ci`). Failed rollouts are counted and shown, never dropped;
 their rewards are not averaged (there are none).
@@ -12,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,18 +29,26 @@ from kv_cache_env.bounded_read import (
 )
 from kv_cache_env.policies import REFERENCE
 from kv_cache_env.sim import ACTIONS, SUITE, SUITE_VERSION, TIERS
+from kv_context_env import CONTEXT_SUITE_VERSION
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
 from rubrics.metrics import TOOL_COUNTERS
 
 from ..common.durable import write_all_atomic
-from ..common.result_check import parse_line
+from ..common.result_check import FAMILIES, Family, family_of, parse_line
 from ..common.stats import mean_ci
 from ..prompt_cache.dollars import mean_episode_cost
 from ..prompt_cache.provider import Prices
 from ..serving.normalize import FLOOR, MIN_RANGE, normalized_scores
 from ..serving.summary import group_results
-from .display import display_name, html_text, markdown_cell, unsafe_html
-from .ranking import RESAMPLES, Ranked, Ranking, rank_agents
+from . import context_board
+from .context_board import ContextBoard, ContextRow
+from .display import display_name, html_text, markdown_cell
+from .ranking import RESAMPLES, Ranking, rank_agents
+from .tables import fmt as _fmt
+from .tables import html_table as _table
+from .tables import ranking_cells as _ranking_cells
+from .tables import ranking_headers as _ranking_headers
+from .tables import sort_key as _key
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("failures", "failures/ep"),
@@ -66,14 +77,44 @@ def load_results(paths: Iterable[Path]) -> list[dict[str, Any]]:
     return read_results(paths)[0]
 
 
+SUITES: dict[Family, tuple[str, str]] = {
+    "serving": (SUITE_VERSION, "kvarena eval"),
+    "context": (CONTEXT_SUITE_VERSION, "kvarena context-eval"),
+}
+"""Family -> (the suite version this kvarena reports, the command that makes its results)."""
+
+
+def episode_key(result: dict[str, Any]) -> tuple[Any, ...]:
+    """What names one episode of a checked result: its family and suite, then (scenario,
+    agent, seed) for serving, (level, agent, reader, seed) for context."""
+    family = family_of(result)
+    suite = str(result["suite_version"])
+    if family == "context":
+        return (family, suite, result["level"], result["agent"], result["reader"], result["seed"])
+    return (family, suite, result["scenario"], result["agent"], result["seed"])
+
+
+def _episode_name(result: dict[str, Any]) -> str:
+    if family_of(result) == "context":
+        return (
+            f"{display_name(result['agent'])} (reader {display_name(result['reader'])}) on "
+            f"{display_name(result['level'])} seed {result['seed']}"
+        )
+    return (
+        f"{display_name(result['agent'])} on {display_name(result['scenario'])} "
+        f"seed {result['seed']}"
+    )
+
+
 def read_results(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], int]:
     """(results, duplicates): every line of the run directories (their `results.jsonl`) or
-    results files, read within `RESULTS_LIMITS` and checked (`result_check`). A line repeating
-    an earlier one's (scenario, agent, seed) byte for byte is counted once (`duplicates` says
-    how many were dropped: the same run given twice); one that repeats the key with other
-    content is refused, naming both lines."""
+    results files, of either family, read within `RESULTS_LIMITS` and checked by its family's
+    schema (`result_check`). A line repeating an earlier one's episode (`episode_key`) byte
+    for byte is counted once (`duplicates` says how many were dropped: the same run given
+    twice); one that repeats the key with other content is refused, naming both lines. Each
+    family's lines must be of one suite version, the one this kvarena reports."""
     results: list[dict[str, Any]] = []
-    seen: dict[tuple[str, str, str, int], tuple[str, bytes]] = {}
+    seen: dict[tuple[Any, ...], tuple[str, bytes]] = {}
     duplicates = 0
     for path in paths:
         file = path / "results.jsonl" if path.is_dir() else path
@@ -81,23 +122,22 @@ def read_results(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], int]:
             raise ReportError(f"{path}: no results.jsonl here")
         try:
             for number, line in iter_line_bytes(file, RESULTS_LIMITS):
-                result, problems = parse_line(line)
+                result, problems = parse_line(line, FAMILIES)
                 if result is None:
                     raise ReportError(f"{file}:{number}: {'; '.join(problems)[:300]}")
-                key = (
-                    str(result["suite_version"]),
-                    result["scenario"],
-                    result["agent"],
-                    result["seed"],
-                )
+                key = episode_key(result)
                 digest = hashlib.sha256(line.strip()).digest()
                 if key in seen:
                     where, before = seen[key]
                     if before != digest:
+                        one = (
+                            "agent, reader, level and seed"
+                            if key[0] == "context"
+                            else "agent, scenario and seed"
+                        )
                         raise ReportError(
-                            f"{file}:{number}: {display_name(key[2])} on {display_name(key[1])} "
-                            f"seed {key[3]} is also at {where} with other results (one episode "
-                            "per agent, scenario and seed)"
+                            f"{file}:{number}: {_episode_name(result)} is also at {where} with "
+                            f"other results (one episode per {one})"
                         )
                     duplicates += 1
                     continue
@@ -107,16 +147,18 @@ def read_results(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], int]:
             raise ReportError(str(error)) from None
     if not results:
         raise ReportError("no results to report")
-    suites = sorted({str(r["suite_version"]) for r in results})
-    if len(suites) > 1:
-        raise ReportError(
-            f"results of different suite versions ({', '.join(suites)}) cannot share a leaderboard"
-        )
-    if suites[0] != SUITE_VERSION:
-        raise ReportError(
-            f"results of serving suite v{suites[0]}: this kvarena reports suite v{SUITE_VERSION} "
-            "(rerun the evaluation with it)"
-        )
+    for family, (current, command) in SUITES.items():
+        suites = sorted({str(r["suite_version"]) for r in results if family_of(r) == family})
+        if len(suites) > 1:
+            shown = ", ".join(display_name(suite, 20) for suite in suites[:5])
+            raise ReportError(
+                f"{family} results of different suite versions ({shown}) cannot share a leaderboard"
+            )
+        if suites and suites[0] != current:
+            raise ReportError(
+                f"results of {family} suite v{display_name(suites[0], 20)}: this kvarena reports "
+                f"{family} suite v{current} (rerun {command} with it)"
+            )
     return results, duplicates
 
 
@@ -210,16 +252,6 @@ def _mean(values: Iterable[float]) -> float:
     return sum(items) / len(items) if items else float("nan")
 
 
-def _key(value: float) -> float:
-    return value if value == value else float("-inf")
-
-
-def _fmt(value: float | None, digits: int = 3, sign: bool = False) -> str:
-    if value is None or value != value:
-        return "–"
-    return f"{value:{'+' if sign else ''}.{digits}f}"
-
-
 def _headers(cost: bool = False) -> list[str]:
     return [
         "scenario",
@@ -269,40 +301,6 @@ def _has_cost(rows: Sequence[Row]) -> bool:
     return any(row.cost is not None for row in rows)
 
 
-def _ranking_headers(ranking: Ranking) -> list[str]:
-    return [
-        "rank",
-        "rank 95% interval",
-        "agent",
-        "normalized score (95% CI)",
-        *(display_name(sc) for sc in ranking.normalized),
-        "mean reward",
-        "episodes",
-    ]
-
-
-def _ranking_cells(row: Ranked, ranking: Ranking) -> list[tuple[str, float | str]]:
-    """(text, sort value) per column of the ranking table."""
-    score = "–" if row.score is None else f"{row.score:.3f}"
-    if row.ci is not None:
-        score += f" ({row.ci[0]:.3f} to {row.ci[1]:.3f})"
-    interval = (
-        "–" if row.rank_interval is None else f"{row.rank_interval[0]}–{row.rank_interval[1]}"
-    )
-    cells: list[tuple[str, float | str]] = [
-        ("–" if row.rank is None else str(row.rank), row.rank if row.rank is not None else 1e9),
-        (interval, row.rank_interval[0] if row.rank_interval else 1e9),
-        (display_name(row.agent), display_name(row.agent)),
-        (score, _key(row.score if row.score is not None else float("nan"))),
-    ]
-    for scenario in ranking.normalized:
-        value = row.per_scenario.get(scenario)
-        cells.append((_fmt(value, 2), _key(value if value is not None else float("nan"))))
-    cells.append((_fmt(row.reward, sign=True), _key(row.reward)))
-    cells.append((str(row.episodes), row.episodes))
-    return cells
-
-
 def ranking_note(
     ranking: Ranking, reference: str, name: Callable[[str], str] = display_name
 ) -> str:
@@ -327,13 +325,29 @@ def ranking_note(
     )
 
 
-def render_markdown(rows: Sequence[Row], ranking: Ranking, reference: str) -> str:
+def render_markdown(
+    rows: Sequence[Row],
+    ranking: Ranking | None,
+    reference: str,
+    context: ContextBoard | None = None,
+) -> str:
+    """The leaderboard in Markdown: the serving section (where `ranking` is given), then the
+    context family's (where `context` is)."""
+    lines = ["# kvcache-arena leaderboard", ""]
+    if ranking is not None:
+        lines += _serving_markdown(rows, ranking, reference)
+    if context is not None:
+        if ranking is not None:
+            lines.append("")
+        lines += context_board.render_markdown(context)
+    return "\n".join(lines) + "\n"
+
+
+def _serving_markdown(rows: Sequence[Row], ranking: Ranking, reference: str) -> list[str]:
     cost = _has_cost(rows)
     headers = _headers(cost)
     rank_headers = _ranking_headers(ranking)
     lines = [
-        "# kvcache-arena leaderboard",
-        "",
         f"Serving suite version {SUITE_VERSION}. "
         + ranking_note(ranking, reference, markdown_cell),
         "",
@@ -362,7 +376,7 @@ def render_markdown(rows: Sequence[Row], ranking: Ranking, reference: str) -> st
     ]
     for row in rows:
         lines.append("| " + " | ".join(markdown_cell(t) for t, _ in _cells(row, cost)) + " |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 # --- HTML -----------------------------------------------------------------------------------
@@ -400,6 +414,11 @@ th[data-order=desc]::after { content: ' \\25BC'; }
 #ranking td:nth-child(3), #ranking th:nth-child(3) { text-align: left; font-weight: 600; }
 #leaderboard td:nth-child(1), #leaderboard td:nth-child(2),
 #leaderboard th:nth-child(1), #leaderboard th:nth-child(2) { text-align: left; }
+table[id^=context-ranking] { font-size: 14px; }
+table[id^=context-ranking] td:nth-child(3), table[id^=context-ranking] th:nth-child(3) {
+  text-align: left; font-weight: 600; }
+#context-leaderboard td:nth-child(-n+3), #context-leaderboard th:nth-child(-n+3) {
+  text-align: left; }
 tr.failed td { background: #fff0f0; }
 figure { margin: 1.5rem 0; width: 100%; } figure svg { width: 100%; height: auto; }
 figcaption { margin-bottom: 0.4rem; }
@@ -407,30 +426,38 @@ figcaption { margin-bottom: 0.4rem; }
 """
 
 
-def _table(table_id: str, headers: Sequence[str], rows: Sequence[tuple[str, list]]) -> str:
-    """A sortable table: rows are (css class, [(text, sort value), ...])."""
-    head = "".join(f"<th>{html_text(h)}</th>" for h in headers)
-    body = []
-    for css, cells in rows:
-        plain = [(str(text), str(value)) for text, value in cells]
-        if unsafe_html(" ".join(t + " " + v for t, v in plain)):  # a name to escape: rare
-            plain = [(html_text(t), html_text(v)) for t, v in plain]
-        tds = "".join(f'<td data-sort="{value}">{text}</td>' for text, value in plain)
-        body.append(f"<tr{f' class={css!r}' if css else ''}>{tds}</tr>")
-    return (
-        f"<div class='scroll'><table class='sortable' id='{table_id}'><thead><tr>{head}"
-        f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-    )
-
-
 def render_html(
     rows: Sequence[Row],
-    ranking: Ranking,
+    ranking: Ranking | None,
     figs: dict[str, str],
     sources: Sequence[str],
     reference: str,
+    context: ContextBoard | None = None,
+    context_figs: Mapping[str, str] | None = None,
 ) -> str:
-    """The page: the ranking first, then the figures (full width), then every row."""
+    """The page: per family (serving where `ranking` is given, then context where `context`
+    is) the ranking first, then the figures (full width), then every row."""
+    suites = [f"serving suite v{SUITE_VERSION}"] if ranking is not None else []
+    suites += [f"context suite v{CONTEXT_SUITE_VERSION}"] if context is not None else []
+    summary = ", ".join(suites)
+    serving = _serving_html(rows, ranking, figs, reference) if ranking is not None else ""
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        "<title>kvcache-arena leaderboard</title>"
+        f"<style>{_STYLE}</style></head><body>"
+        "<h1>kvcache-arena leaderboard</h1>"
+        f"<p class='note'>{summary[:1].upper() + summary[1:]}; {len(sources)} run(s): "
+        f"{', '.join(html_text(source, 200) for source in sources)}.</p>"
+        f"{serving}"
+        f"{context_board.render_html(context, context_figs or {}) if context else ''}"
+        f"<script>{_SCRIPT}</script></body></html>\n"
+    )
+
+
+def _serving_html(
+    rows: Sequence[Row], ranking: Ranking, figs: dict[str, str], reference: str
+) -> str:
     cost = _has_cost(rows)
     ranking_table = _table(
         "ranking",
@@ -447,13 +474,6 @@ def render_html(
         for title, svg in figs.items()
     )
     return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        "<title>kvcache-arena leaderboard</title>"
-        f"<style>{_STYLE}</style></head><body>"
-        "<h1>kvcache-arena leaderboard</h1>"
-        f"<p class='note'>Serving suite v{SUITE_VERSION}; {len(sources)} run(s): "
-        f"{', '.join(html_text(source, 200) for source in sources)}.</p>"
         f"<h2>Ranking</h2>{ranking_table}"
         f"<p class='note'>{html.escape(ranking_note(ranking, reference))} Click a column "
         "header to sort.</p>"
@@ -461,28 +481,33 @@ def render_html(
         "<h2>Every agent on every scenario</h2>"
         "<p class='note'>Reward: mean ± Student-t 95% CI over ok episodes; components are "
         "unweighted means. Rows shaded red have failed rollouts (counted, never dropped).</p>"
-        f"{detail}<script>{_SCRIPT}</script></body></html>\n"
+        f"{detail}"
     )
 
 
 def to_dataset(results: Sequence[dict[str, Any]]) -> Any:
-    """The results as a `datasets.Dataset`: components and metrics as structs (null for a
-    failed rollout), the per-turn usage series, the model's token usage and the full episode
-    record as JSON text."""
+    """The results as a `datasets.Dataset`, one row per episode of either family: its
+    `family`, the serving `scenario` or the context `level` and `reader` (null where the family
+    has none), components and metrics as structs (null for a failed rollout; the two families'
+    names side by side, null where a row's family lacks one), the per-turn usage series
+    (serving), the model's token usage and the full episode record as JSON text."""
     import datasets
 
     rows = [
         {
+            "family": family_of(r),
             "agent": r["agent"],
-            "scenario": r["scenario"],
+            "scenario": r.get("scenario"),
+            "level": r.get("level"),
+            "reader": r.get("reader"),
             "seed": r["seed"],
             "status": r["status"],
             "error": r["error"],
             "reward": r["reward"],
             "components": r["components"],
             "metrics": r["metrics"],
-            "usage_series": (r["series"] or {}).get("usage", []),
-            "model_usage": json.dumps(r["usage"]),
+            "usage_series": (r.get("series") or {}).get("usage", []),
+            "model_usage": json.dumps(r.get("usage")),
             "record": json.dumps(r["record"]),
         }
         for r in results
@@ -497,27 +522,39 @@ def build_report(
     prices: Prices | None = None,
     reference: Sequence[dict[str, Any]] = (),
     reference_source: str | None = None,
-) -> list[Row]:
-    """`prices`: add each row's mean input dollars per episode (`prompt_cache.dollars`).
-    `reference`: noop and bound results from the shipped table, to normalize by where the
-    runs lack them; `reference_source` says where the reference came from."""
-    from .figures import build_figures
+) -> list[Row | ContextRow]:
+    """Write the report of checked results of either family (`read_results`); returns its
+    rows, serving first. `prices`: add each row's mean input dollars per episode
+    (`prompt_cache.dollars`). `reference`: noop and bound results from the shipped table, to
+    normalize serving scenarios by where the runs lack them; `reference_source` says where the
+    reference came from."""
+    from .figures import build_context_figures, build_figures
 
-    rows = leaderboard(results, reference)
-    if prices is not None:
-        groups = group_results(results)
-        rows = [
-            replace(r, cost=mean_episode_cost(groups[r.scenario, r.agent], prices)) for r in rows
-        ]
-    scenarios = sorted({r.scenario for r in rows}, key=scenario_order)
-    ranking = rank_agents(results, scenarios, reference)
-    source = reference_source or _reference_source(results, reference)
+    serving = [r for r in results if family_of(r) == "serving"]
+    context = [r for r in results if family_of(r) == "context"]
+    rows: list[Row] = []
+    ranking: Ranking | None = None
+    figs: dict[str, str] = {}
+    if serving:
+        rows = leaderboard(serving, reference)
+        if prices is not None:
+            groups = group_results(serving)
+            rows = [
+                replace(r, cost=mean_episode_cost(groups[r.scenario, r.agent], prices))
+                for r in rows
+            ]
+        scenarios = sorted({r.scenario for r in rows}, key=scenario_order)
+        ranking = rank_agents(serving, scenarios, reference)
+        figs = build_figures(rows, ranking)
+    board = context_board.context_board(context, prices) if context else None
+    source = reference_source or _reference_source(serving, reference)
     out.mkdir(parents=True, exist_ok=True)
     # both files whole or neither (`durable`): a full disk leaves no half-written report
-    markdown = render_markdown(rows, ranking, source)
-    page = render_html(rows, ranking, build_figures(rows, ranking), sources, source)
+    markdown = render_markdown(rows, ranking, source, board)
+    context_figs = build_context_figures(board) if board else None
+    page = render_html(rows, ranking, figs, sources, source, board, context_figs)
     write_all_atomic([(out / "leaderboard.md", markdown), (out / "index.html", page)])
-    return rows
+    return [*rows, *(board.rows if board else [])]
 
 
 def _reference_source(
@@ -560,9 +597,11 @@ def shipped_reference(
         ):
             continue
         for r in _results_of(path):
+            if family_of(r) != "serving":
+                continue
             eligible.add((r["scenario"], r["seed"]))
             weights.setdefault((r["scenario"], r["seed"]), r["weights"])
-    played = {(r["scenario"], r["agent"], r["seed"]) for r in results}
+    played = {(r["scenario"], r["agent"], r["seed"]) for r in results if family_of(r) == "serving"}
     return [
         episode_result(
             agent=agent,

@@ -12,7 +12,12 @@ from ..common.edge import InputError, check_options, check_out_dir
 
 
 def report_command(
-    runs: Annotated[list[Path], typer.Argument(help="Run directories or results.jsonl files.")],
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run directories or results.jsonl files of kvarena eval, context-eval or both."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Report directory.")] = Path("report"),
     dataset: Annotated[
         Path | None, typer.Option(help="Also save the results as a datasets.Dataset here.")
@@ -27,8 +32,9 @@ def report_command(
         float | None, typer.Option(min=0, help="$ per M input tokens written to the cache.")
     ] = None,
 ) -> None:
-    """Build leaderboard.md and a self-contained index.html from one or more runs; with the
-    three prices, also the input cost per episode in dollars from the recorded usage."""
+    """Build leaderboard.md and a self-contained index.html from one or more runs, a section
+    per family (serving, context); with the three prices, also the input cost per episode in
+    dollars from the recorded usage."""
     from ..prompt_cache.provider import Prices
     from .build import ReportError, build_report, read_results, shipped_reference, to_dataset
 

@@ -1,5 +1,8 @@
 """The report's figures, as inline SVG (`svg.py`): each full width, in a colour-blind-safe
-palette, and none drawn where it would hold a single point.
+palette, and none drawn where it would hold a single point. The serving section has four
+(`build_figures`); the context section, per reader, the two that mean the same there
+(`build_context_figures`: the normalized score by level, the weighted components) — it has no
+failures, pressure steps or memory usage per turn.
 
 Colours are Okabe and Ito's ("Color Universal Design", 2008; told apart under the common
 colour-vision deficiencies): the floor `noop` is grey and the reference `bound` black; other
@@ -8,14 +11,18 @@ agents take the seven remaining hues, then the same hues dashed, dotted, ...
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kv_cache_env.policies import REFERENCE
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
+from rubrics.context import CONTEXT_WEIGHTS
 
 from ..serving.normalize import FLOOR
+from .context_board import FIGURE_READERS, ContextBoard
+from .context_board import FLOOR as CONTEXT_FLOOR
+from .context_board import TOP as CONTEXT_TOP
 from .display import FIGURE_NAME_CHARS, display_name
 from .ranking import Ranking
 from .svg import Series, bar_chart, dot_chart, line_panels
@@ -48,21 +55,20 @@ FIGURE_SCENARIOS = 12
 """Scenarios drawn (markers of the score chart, panels of the usage chart), in display order."""
 
 
-def shown_agents(ranking: Ranking) -> list[str]:
-    """The agents the figures draw, in rank order (`FIGURE_AGENTS`)."""
+def shown_agents(ranking: Ranking, anchors: Sequence[str] = (FLOOR, REFERENCE)) -> list[str]:
+    """The agents the figures draw, in rank order (`FIGURE_AGENTS`), the scale's ends
+    (`anchors`) always among them."""
     ranked = [r.agent for r in ranking.rows]
-    anchors = [a for a in ranked if a in (FLOOR, REFERENCE)]
-    others = [a for a in ranked if a not in (FLOOR, REFERENCE)]
-    keep = set(anchors) | set(others[: max(0, FIGURE_AGENTS - len(anchors))])
+    ends = [a for a in ranked if a in anchors]
+    others = [a for a in ranked if a not in anchors]
+    keep = set(ends) | set(others[: max(0, FIGURE_AGENTS - len(ends))])
     return [a for a in ranked if a in keep]
 
 
-def build_figures(rows: Sequence[Row], ranking: Ranking) -> dict[str, str]:
-    """Figure title -> inline SVG, in reading order. However many agents and scenarios the
-    results hold, each figure draws at most `FIGURE_AGENTS` agents and `FIGURE_SCENARIOS`
-    scenarios (its title says so when it leaves some out), with names cut to
-    `FIGURE_NAME_CHARS`: its size is bounded."""
-    agents = shown_agents(ranking)
+def _bounded(ranking: Ranking, anchors: Sequence[str]) -> tuple[Ranking, set[str], set[str], str]:
+    """(the ranking cut to what a figure draws, the agents kept, the scenarios drawn, the
+    titles' note on what was left out)."""
+    agents = shown_agents(ranking, anchors)
     keep = set(agents)
     scenarios = ranking.scenarios[:FIGURE_SCENARIOS]
     drawn = set(scenarios)
@@ -72,8 +78,17 @@ def build_figures(rows: Sequence[Row], ranking: Ranking) -> dict[str, str]:
         [sc for sc in ranking.normalized if sc in drawn],
         ranking.ranges,
     )
-    rows = [r for r in rows if r.agent in keep and r.scenario in drawn]
     note = _left_out(len(ranking.rows) - len(agents), len(ranking.scenarios) - len(scenarios))
+    return shown, keep, drawn, note
+
+
+def build_figures(rows: Sequence[Row], ranking: Ranking) -> dict[str, str]:
+    """Figure title -> inline SVG, in reading order. However many agents and scenarios the
+    results hold, each figure draws at most `FIGURE_AGENTS` agents and `FIGURE_SCENARIOS`
+    scenarios (its title says so when it leaves some out), with names cut to
+    `FIGURE_NAME_CHARS`: its size is bounded."""
+    shown, keep, drawn, note = _bounded(ranking, (FLOOR, REFERENCE))
+    rows = [r for r in rows if r.agent in keep and r.scenario in drawn]
     out: dict[str, str] = {}
     for title, draw in (
         ("Normalized score by scenario (0 = noop, 1 = the bound)", _normalized),
@@ -87,6 +102,33 @@ def build_figures(rows: Sequence[Row], ranking: Ranking) -> dict[str, str]:
     return out
 
 
+def build_context_figures(board: ContextBoard) -> dict[str, str]:
+    """The context section's figures, title -> inline SVG: per reader (the first
+    `FIGURE_READERS`), its agents' normalized score by level (0 = noop, 1 = the oracle) and
+    their weighted reward components (at the rubric's default weights: a context line does not
+    record its run's), bounded as `build_figures`'s are."""
+    out: dict[str, str] = {}
+    for reader, ranking in board.rankings[:FIGURE_READERS]:
+        shown, keep, drawn, note = _bounded(ranking, (CONTEXT_FLOOR, CONTEXT_TOP))
+        rows = [r for r in board.rows if r.reader == reader and r.agent in keep]
+        rows = [r for r in rows if r.level in drawn]
+        name = f"Reader {_label(reader)}: "
+        normalized = f"normalized score by level (0 = {CONTEXT_FLOOR}, 1 = the {CONTEXT_TOP})"
+        title = name + normalized + note.replace(" scenarios", " levels")
+        svg = _normalized(rows, shown, title, mean="mean over levels")
+        if svg is not None:
+            out[title] = svg
+        title = (
+            name
+            + "reward components per agent (means over every episode, at the default weights)"
+            + note.replace(" scenarios", " levels")
+        )
+        svg = _weighted_components(rows, shown, title, CONTEXT_WEIGHTS)
+        if svg is not None:
+            out[title] = svg
+    return out
+
+
 def _left_out(agents: int, scenarios: int) -> str:
     counts = ((agents, "agents"), (scenarios, "scenarios"))
     parts = [f"{n:,} more {what}" for n, what in counts if n]
@@ -97,8 +139,11 @@ def _label(name: str) -> str:
     return display_name(name, FIGURE_NAME_CHARS)
 
 
-def _normalized(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
-    """One row per agent (rank order), one marker per scenario, a bar at the suite mean."""
+def _normalized(
+    rows: Sequence[object], ranking: Ranking, title: str, mean: str = "suite mean"
+) -> str | None:
+    """One row per agent (rank order), one marker per scenario, a bar at the mean (`mean`
+    labels it)."""
     agents = [
         r
         for r in ranking.rows
@@ -117,7 +162,7 @@ def _normalized(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None
         )
         for k, sc in enumerate(ranking.normalized)
     ]
-    series.append(Series("suite mean", [r.score for r in agents], REFERENCE_BLACK, marker="|"))
+    series.append(Series(mean, [r.score for r in agents], REFERENCE_BLACK, marker="|"))
     return dot_chart(
         [_label(r.agent) for r in agents],
         series,
@@ -127,34 +172,55 @@ def _normalized(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None
     )
 
 
-def _ok_rows(rows: Sequence[Row]) -> dict[str, list[Row]]:
+class _Scored(Protocol):
+    """What the components chart reads of a row (a serving `Row` or a `ContextRow`)."""
+
+    @property
+    def agent(self) -> str: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def components(self) -> dict[str, float]: ...
+
+
+R = TypeVar("R", bound=_Scored)
+
+
+def _ok_rows(rows: Sequence[R]) -> dict[str, list[R]]:
     """Agent -> its rows with at least one ok episode (one pass over the rows)."""
-    by_agent: dict[str, list[Row]] = {}
+    by_agent: dict[str, list[R]] = {}
     for row in rows:
         if row.ok:
             by_agent.setdefault(row.agent, []).append(row)
     return by_agent
 
 
-def _mean_of(rows: Sequence[Row], pick) -> float:
+def _mean_of(rows: Sequence[_Scored], pick) -> float:
     values = [pick(r) for r in rows]
     return sum(values) / len(values) if values else float("nan")
 
 
 def _components(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
     """Stacked weighted components per agent, penalties to the left of 0."""
+    return _weighted_components(rows, ranking, title, {c: DEFAULT_WEIGHTS[c] for c in COMPONENTS})
+
+
+def _weighted_components(
+    rows: Sequence[_Scored], ranking: Ranking, title: str, weights: Mapping[str, float]
+) -> str | None:
+    """Stacked components times `weights` (their order) per agent, penalties left of 0."""
     ok = _ok_rows(rows)
     agents = [r.agent for r in ranking.rows if r.agent in ok]
-    if len(agents) * len(COMPONENTS) < 2 or not agents:
+    if len(agents) * len(weights) < 2 or not agents:
         return None
     colours = (*OKABE_ITO, REFERENCE_BLACK)
     series = [
         Series(
             c,
-            [DEFAULT_WEIGHTS[c] * _mean_of(ok[a], lambda r, c=c: r.components[c]) for a in agents],
+            [weight * _mean_of(ok[a], lambda r, c=c: r.components[c]) for a in agents],
             colours[j % 8],
         )
-        for j, c in enumerate(COMPONENTS)
+        for j, (c, weight) in enumerate(weights.items())
     ]
     return bar_chart(
         [_label(a) for a in agents],

@@ -64,9 +64,14 @@ def rank_agents(
     results: Sequence[Mapping[str, Any]],
     scenarios: Sequence[str],
     reference: Sequence[Mapping[str, Any]] = (),
+    *,
+    floor: str = FLOOR,
+    top: str = REFERENCE,
 ) -> Ranking:
     """`reference`: noop and bound results to normalize by where `results` lack them (from the
-    shipped table); they are not ranked unless they are also in `results`."""
+    shipped table); they are not ranked unless they are also in `results`. `floor` and `top`
+    name the agents at 0 and 1 of each scenario's range (the context family's section ranks its
+    levels between `noop` and `oracle`)."""
     rewards: dict[tuple[str, str], dict[int, float]] = {}
     for r in (*reference, *results):
         if r.get("status") == "ok" and r.get("reward") is not None:
@@ -76,13 +81,13 @@ def rank_agents(
     """scenario -> (agents x seeds rewards, nan = absent; noop per seed; bound per seed)."""
     ranges: dict[str, float] = {}
     for scenario in scenarios:
-        floor = rewards.get((scenario, FLOOR), {})
-        top = rewards.get((scenario, REFERENCE), {})
-        seeds = sorted(set(floor) & set(top))
+        lowest = rewards.get((scenario, floor), {})
+        highest = rewards.get((scenario, top), {})
+        seeds = sorted(set(lowest) & set(highest))
         if not seeds:
             continue
-        low = np.array([floor[s] for s in seeds])
-        high = np.array([top[s] for s in seeds])
+        low = np.array([lowest[s] for s in seeds])
+        high = np.array([highest[s] for s in seeds])
         ranges[scenario] = float(high.mean() - low.mean())
         if ranges[scenario] < MIN_RANGE:
             continue

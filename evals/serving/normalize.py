@@ -31,28 +31,30 @@ class Normalized:
 
 
 def normalized_scores(
-    results: Iterable[Mapping[str, Any]],
+    results: Iterable[Mapping[str, Any]], *, floor: str = FLOOR, top: str = REFERENCE
 ) -> dict[tuple[str, str], Normalized]:
-    """(scenario, agent) -> its normalized figures, from ok results."""
+    """(scenario, agent) -> its normalized figures, from ok results. `floor` and `top` name
+    the agents at 0 and 1 (the report normalizes the context family's levels between its own
+    `noop` and `oracle` with the same arithmetic)."""
     rewards: dict[tuple[str, str], dict[Any, float]] = {}
     for r in results:
         if r.get("status") == "ok" and r.get("reward") is not None:
             rewards.setdefault((r["scenario"], r["agent"]), {})[r["seed"]] = float(r["reward"])
     out = {}
     for (scenario, agent), mine in rewards.items():
-        bound = rewards.get((scenario, REFERENCE), {})
-        floor = rewards.get((scenario, FLOOR), {})
+        bound = rewards.get((scenario, top), {})
+        lowest = rewards.get((scenario, floor), {})
         to_bound = None
         common_bound = sorted(set(mine) & set(bound))
         if common_bound:
             to_bound = mean_ci([bound[s] - mine[s] for s in common_bound])
-        common = sorted(set(mine) & set(bound) & set(floor))
+        common = sorted(set(mine) & set(bound) & set(lowest))
         score = None
         if common:
-            top = sum(bound[s] for s in common) / len(common)
-            low = sum(floor[s] for s in common) / len(common)
+            high = sum(bound[s] for s in common) / len(common)
+            low = sum(lowest[s] for s in common) / len(common)
             ours = sum(mine[s] for s in common) / len(common)
-            if top - low >= MIN_RANGE:
-                score = (ours - low) / (top - low)
+            if high - low >= MIN_RANGE:
+                score = (ours - low) / (high - low)
         out[scenario, agent] = Normalized(score, to_bound, len(common) or len(common_bound))
     return out
