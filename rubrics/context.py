@@ -26,8 +26,11 @@ a quarter of the noop → oracle range without any judgment (12% at 0.05).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from kv_context_env.sim.episode import ContextRecord
+
+from .weights import RubricWeights
 
 RECALL_SLO_S = 0.2
 """Time-to-first-token objective of a chat answer, against which recall latency is priced
@@ -55,26 +58,31 @@ CONTEXT_COMPONENTS: Mapping[str, ComponentFn] = {
     "oom_penalty": oom_penalty,
     "recall_cost": recall_cost,
 }
-CONTEXT_WEIGHTS: Mapping[str, float] = {
-    "answer_quality": 1.0,
-    "oom_penalty": 0.05,
-    "recall_cost": 1.0,
-}
+
+
+class ContextWeights(RubricWeights):
+    """The context rubric's weights (`kvarena context-eval --weights`), checked as the serving
+    rubric's are (`RubricWeights`: known components, finite numbers, |w| <= 10^6)."""
+
+    __slots__ = ()
+    COMPONENTS = tuple(CONTEXT_COMPONENTS)
+    DEFAULTS = MappingProxyType({"answer_quality": 1.0, "oom_penalty": 0.05, "recall_cost": 1.0})
+    NOUN = "context component"
+
+
+CONTEXT_WEIGHTS = ContextWeights()
+"""The context suite's weights."""
 
 
 def context_score(
-    record: ContextRecord, weights: Mapping[str, float] | None = None
+    record: ContextRecord, weights: ContextWeights = CONTEXT_WEIGHTS
 ) -> tuple[dict[str, float], float]:
-    """(components, reward). `weights` overrides some defaults; unknown names raise."""
-    merged = dict(CONTEXT_WEIGHTS)
-    for name, value in (weights or {}).items():
-        if name not in CONTEXT_COMPONENTS:
-            raise ValueError(
-                f"unknown context component {name!r}; known: {', '.join(CONTEXT_COMPONENTS)}"
-            )
-        merged[name] = float(value)
+    """(components, reward) under `weights` (the suite's by default: the context family has no
+    planner that searches by its rubric)."""
+    if not isinstance(weights, ContextWeights):
+        raise TypeError(f"context_score() takes ContextWeights, not {type(weights).__name__}")
     components = {name: fn(record) for name, fn in CONTEXT_COMPONENTS.items()}
-    return components, sum(merged[name] * value for name, value in components.items())
+    return components, sum(weights[name] * value for name, value in components.items())
 
 
 CONTEXT_METRIC_NAMES: tuple[str, ...] = (

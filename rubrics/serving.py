@@ -26,14 +26,14 @@ agent's job.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from numbers import Real
+from types import MappingProxyType
 
-from kv_cache_env.limits import MAX_WEIGHT
 from kv_cache_env.sim.record import EpisodeRecord
 from kv_cache_env.sim.types import EVICTION_VALUE, BlockType
+
+from .weights import RubricWeights
 
 ComponentFn = Callable[[EpisodeRecord], float]
 
@@ -122,47 +122,54 @@ COMPONENTS: dict[str, ComponentFn] = {
     "risky_eviction_penalty": risky_eviction_penalty,
 }
 
-DEFAULT_WEIGHTS: dict[str, float] = {
-    "failure_penalty": 0.40,
-    "throughput_reward": 0.25,
-    "headroom_bonus": 0.18,
-    "memory_efficiency": 0.07,
-    "eviction_quality": 0.05,
-    "latency_penalty": 0.03,
-    "risky_eviction_penalty": 0.02,
-}
+_NAMES = tuple(COMPONENTS)
+
+_SEED_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {
+        "failure_penalty": 0.40,
+        "throughput_reward": 0.25,
+        "headroom_bonus": 0.18,
+        "memory_efficiency": 0.07,
+        "eviction_quality": 0.05,
+        "latency_penalty": 0.03,
+        "risky_eviction_penalty": 0.02,
+    }
+)
+"""Seed 003's weights: the suite's, and the only ones the shipped reference table answers for."""
+
+
+class Weights(RubricWeights):
+    """The serving rubric's weights: `Weights()` is the suite's (`DEFAULT_WEIGHTS`),
+    `Weights({"latency_penalty": 3.0})` overrides some (checked here, once: `RubricWeights`).
+    The one value `kvarena eval --weights`, the Gymnasium envs' `weights=` and the verifiers
+    taskset's reward weights become, and what the rubric (`score`) and the planners that search
+    by it (`bound`, `expert`, `lookahead`) are given."""
+
+    __slots__ = ()
+    COMPONENTS = _NAMES
+    DEFAULTS = _SEED_WEIGHTS
+    NOUN = "rubric component"
+
+
+DEFAULT_WEIGHTS = Weights()
+"""The suite's weights (seed 003's)."""
 
 
 @dataclass(frozen=True)
 class Score:
     components: dict[str, float]
-    weights: dict[str, float]
+    weights: Weights
     reward: float
-
-
-def resolve_weights(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Seed weights with `overrides` applied; an unknown component name, or a weight that is
-    not a finite number of size at most `MAX_WEIGHT`, is an error."""
-    weights = dict(DEFAULT_WEIGHTS)
-    for name, weight in (overrides or {}).items():
-        if name not in weights:
-            known = ", ".join(COMPONENTS)
-            raise ValueError(f"unknown rubric component {name!r}; components: {known}")
-        if isinstance(weight, bool) or not isinstance(weight, Real):
-            raise ValueError(f"weight {name!r} must be a number, got {weight!r}")
-        if not math.isfinite(weight) or abs(weight) > MAX_WEIGHT:
-            raise ValueError(
-                f"weight {name!r} must be finite and at most {MAX_WEIGHT:g} in size, got {weight}"
-            )
-        weights[name] = float(weight)
-    return weights
 
 
 def weighted_reward(components: Mapping[str, float], weights: Mapping[str, float]) -> float:
     return sum(weights[name] * components[name] for name in COMPONENTS)
 
 
-def score(record: EpisodeRecord, weights: Mapping[str, float] | None = None) -> Score:
-    resolved = resolve_weights(weights)
+def score(record: EpisodeRecord, weights: Weights) -> Score:
+    """The components of `record` and their sum under `weights` (no default: whoever scores
+    says under which weights, so a planner cannot search under other weights than its run's)."""
+    if not isinstance(weights, Weights):
+        raise TypeError(f"score() takes rubrics.Weights, not {type(weights).__name__}")
     components = {name: fn(record) for name, fn in COMPONENTS.items()}
-    return Score(components, resolved, weighted_reward(components, resolved))
+    return Score(components, weights, weighted_reward(components, weights))

@@ -28,7 +28,7 @@ from kv_cache_env.llm.prompt import system_prompt, turn_message
 from kv_cache_env.llm.tools import tool_schemas
 from kv_cache_env.policies import create
 from kv_cache_env.sim import SUITE, Simulator, approx_tokens, get_scenario
-from rubrics import score
+from rubrics import DEFAULT_WEIGHTS, score
 
 
 def random_rollout(scenario: str, seed: int, rollout: int) -> tuple[float, int, int]:
@@ -50,7 +50,7 @@ def random_rollout(scenario: str, seed: int, rollout: int) -> tuple[float, int, 
         for action, result in zip(actions, turn.results, strict=True):
             history += approx_tokens(str(action)) + approx_tokens(str(result))
         last = turn.stats
-    return score(sim.record()).reward, no_history, full
+    return score(sim.record(), DEFAULT_WEIGHTS).reward, no_history, full
 
 
 def spread_rows(rewards: dict[int, list[float]]) -> dict[str, float]:

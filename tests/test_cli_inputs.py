@@ -143,7 +143,10 @@ EVAL_OPTION_CASES = {
         "--weights: failure_penalty must be a number, got null",
     ),
     "weights-list": (["--weights", "[1]"], "--weights: expected a JSON object"),
-    "weights-unknown": (["--weights", '{"speed": 1}'], "--weights: unknown component 'speed'"),
+    "weights-unknown": (
+        ["--weights", '{"speed": 1}'],
+        "--weights: unknown rubric component 'speed'; known: failure_penalty,",
+    ),
     "weights-broken": (["--weights", "{"], "--weights: not JSON"),
     "weights-deep": (["--weights", "[" * 5000], "--weights: not JSON"),
     "resume-force": (["--resume", "--force", "-o", "x"], "give --resume or --force, not both"),
@@ -182,7 +185,9 @@ def test_context_eval_options(tmp_path):
         '--weights: oom_penalty must be a number, got "x"',
     )
     _expect_error([*base, "--weights", '{"oom_penalty": NaN}'], "--weights: NaN is not a number")
-    _expect_error([*base, "--weights", '{"latency": 1}'], "--weights: unknown component 'latency'")
+    _expect_error(
+        [*base, "--weights", '{"latency": 1}'], "--weights: unknown context component 'latency'"
+    )
     _expect_error([*base, "--seed", "-3"], "--seed: must be between 0")
     _expect_error([*base, "--max-blocks", "1e9"], "'--max-blocks'")  # click: not an integer
 

@@ -14,7 +14,7 @@ from kv_cache_env.policies.session_rules import MinWastePolicy
 from kv_cache_env.policies.worlds import PARTS, sample_world
 from kv_cache_env.sim import SUITE, Simulator, get_scenario, render
 from kv_cache_env.sim.hidden import unclassified
-from rubrics import score
+from rubrics import DEFAULT_WEIGHTS, score
 
 SCENARIOS = ("agent-tools", "chat-human")
 """Where the world checks and the negative control run (the honesty test runs on the suite)."""
@@ -62,7 +62,7 @@ def test_a_world_shows_the_same_observation_as_the_episode():
             world.check_invariants()
             while not world.done:  # and plays on to a scored end
                 world.step()
-            assert np.isfinite(score(world.record()).reward)
+            assert np.isfinite(score(world.record(), DEFAULT_WEIGHTS).reward)
 
 
 def _small_expert() -> ExpertPolicy:

@@ -21,7 +21,7 @@ from kv_cache_env.rl.gym import (
     make_vector_env,
 )
 from kv_cache_env.sim import ACTIONS, Quantization, get_scenario
-from rubrics import score
+from rubrics import DEFAULT_WEIGHTS, score
 
 
 def _random_masked(rng: np.random.Generator, mask: np.ndarray, p_end: float = 0.3) -> int:
@@ -113,7 +113,7 @@ def test_invalid_actions_change_nothing_and_are_counted():
         if terminated:
             break
     assert info["metrics"]["invalid_calls"] == 1
-    assert info["reward"] == pytest.approx(score(env.sim.record()).reward)
+    assert info["reward"] == pytest.approx(score(env.sim.record(), DEFAULT_WEIGHTS).reward)
 
 
 @pytest.mark.parametrize("scenario", ["hard", "chat-human"])
@@ -121,7 +121,7 @@ def test_rewards_are_the_rubric_and_shaping_telescopes(scenario):
     """A gym agent doing what `int8-everything` does earns exactly its rubric reward; the
     shaped rewards of the same episode sum to it."""
     policy_reward = score(
-        run_policy_episode(create("int8-everything"), get_scenario(scenario), 4)
+        run_policy_episode(create("int8-everything"), get_scenario(scenario), 4), DEFAULT_WEIGHTS
     ).reward
     totals = {}
     for mode in ("sparse", "shaped"):
@@ -217,7 +217,9 @@ def test_turns_env_passes_the_checker_and_plays_learned_exactly():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(gymnasium.make(TURNS_ENV_ID, scenario="big-cpu").unwrapped)
-    expected = score(run_policy_episode(create("learned"), get_scenario("chat-human"), 2)).reward
+    expected = score(
+        run_policy_episode(create("learned"), get_scenario("chat-human"), 2), DEFAULT_WEIGHTS
+    ).reward
     env = ServingTurnsEnv(scenario="chat-human")
     obs, _ = env.reset(options={"seed": 2})
     policy = create("learned")

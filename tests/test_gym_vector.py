@@ -18,7 +18,7 @@ from kv_cache_env.rl.features import F, G
 from kv_cache_env.rl.gym import ENV_ID, TURNS_ENV_ID, ServingTurnsEnv, make_vector_env
 from kv_cache_env.rl.gym_vector import ServingTurnsVectorEnv, TurnView, observe_turn
 from kv_cache_env.sim import VectorSimulator
-from rubrics import score
+from rubrics import DEFAULT_WEIGHTS, score
 
 
 def _sample(rng: np.random.Generator, mask: np.ndarray, p_call: float = 0.3) -> np.ndarray:
@@ -221,4 +221,4 @@ def test_observe_done_hook_observes_the_ending_turn():
             view = last.observation
             assert isinstance(view, TurnView) and view.turn == 2 and view.final is not None
             assert view.mask[:, 1:].sum() == 0 and view.mask[:, 0].all()
-            assert view.final[0] == score(vec.records()[0]).reward
+            assert view.final[0] == score(vec.records()[0], DEFAULT_WEIGHTS).reward

@@ -18,7 +18,7 @@ from kv_cache_env.policies.learned import (
     decide_linear,
 )
 from kv_cache_env.sim import Simulator, get_scenario, parse, render
-from rubrics import score
+from rubrics import DEFAULT_WEIGHTS, score
 
 
 def test_registered_observation_only_and_in_the_bounds_pool():
@@ -51,9 +51,12 @@ def test_decides_the_same_from_the_text_an_llm_would_see():
 
 
 def test_deterministic_and_better_than_noop_where_noop_fails():
-    runs = [score(run_policy_episode(create("learned"), get_scenario("hard"), 1)) for _ in "ab"]
+    runs = [
+        score(run_policy_episode(create("learned"), get_scenario("hard"), 1), DEFAULT_WEIGHTS)
+        for _ in "ab"
+    ]
     assert runs[0] == runs[1]
-    noop = score(run_policy_episode(create("noop"), get_scenario("hard"), 1))
+    noop = score(run_policy_episode(create("noop"), get_scenario("hard"), 1), DEFAULT_WEIGHTS)
     assert runs[0].reward > noop.reward
 
 
@@ -82,10 +85,13 @@ def test_the_cross_entropy_learner_climbs_from_noop():
     the noop start (normalized to compress-all = 1; `hard` is an fp8 deployment)."""
     seeds = [1_500_000, 1_500_001]
     noop = [
-        score(run_policy_episode(create("noop"), get_scenario("hard"), s)).reward for s in seeds
+        score(run_policy_episode(create("noop"), get_scenario("hard"), s), DEFAULT_WEIGHTS).reward
+        for s in seeds
     ]
     best = [
-        score(run_policy_episode(create("compress-all"), get_scenario("hard"), s)).reward
+        score(
+            run_policy_episode(create("compress-all"), get_scenario("hard"), s), DEFAULT_WEIGHTS
+        ).reward
         for s in seeds
     ]
     baselines = Baselines(seeds, {"hard": {"noop": np.array(noop), "compress-all": np.array(best)}})

@@ -17,7 +17,7 @@ from kv_cache_env.policies import (
 from kv_cache_env.policies.bound import BoundPolicy
 from kv_cache_env.policies.lookahead import BASE_HEURISTICS, LookaheadPolicy
 from kv_cache_env.sim import BlockType, Quantization, Simulator, get_scenario
-from rubrics import score
+from rubrics import DEFAULT_WEIGHTS, score
 
 
 def test_registry_lists_and_builds_the_required_policies():
@@ -96,8 +96,11 @@ def test_random_policy_is_reproducible_from_the_episode_seed():
 def test_lookahead_is_never_below_the_heuristics_it_considers(scenario):
     sc = get_scenario(scenario)
     for seed in range(3):
-        best = max(score(run_policy_episode(make(), sc, seed)).reward for make in BASE_HEURISTICS)
-        reward = score(run_policy_episode(LookaheadPolicy(), sc, seed)).reward
+        best = max(
+            score(run_policy_episode(make(), sc, seed), DEFAULT_WEIGHTS).reward
+            for make in BASE_HEURISTICS
+        )
+        reward = score(run_policy_episode(LookaheadPolicy(), sc, seed), DEFAULT_WEIGHTS).reward
         assert reward >= best - 1e-12, (scenario, seed, reward, best)
 
 
@@ -138,8 +141,10 @@ def test_bound_is_never_below_a_policy_of_its_pool():
     pool = [lambda n=n: create(n) for n in names]
     sc = get_scenario("hard").with_options(steps=6)
     for seed in range(2):
-        best = max(score(run_policy_episode(make(), sc, seed)).reward for make in pool)
-        reward = score(run_policy_episode(BoundPolicy(pool), sc, seed)).reward
+        best = max(
+            score(run_policy_episode(make(), sc, seed), DEFAULT_WEIGHTS).reward for make in pool
+        )
+        reward = score(run_policy_episode(BoundPolicy(pool), sc, seed), DEFAULT_WEIGHTS).reward
         assert reward >= best - 1e-12, (seed, reward, best)
 
 
@@ -168,7 +173,10 @@ def test_bound_reusing_last_turns_play_outs_takes_the_same_actions():
                 for action in taken[0]:
                     sim.apply(action)
                 sim.step()
-        assert score(sims[0].record()).reward == score(sims[1].record()).reward
+        assert (
+            score(sims[0].record(), DEFAULT_WEIGHTS).reward
+            == score(sims[1].record(), DEFAULT_WEIGHTS).reward
+        )
         saved += reused.replays_saved
         assert played.replays_saved == 0
     assert saved > 0  # the reuse happened (else this test checks nothing)

@@ -19,15 +19,16 @@ from typer.testing import CliRunner
 from evals.cli import app
 from evals.common.results import dumps
 from evals.serving import reference_table
-from evals.serving.jobs import EpisodeJob, reference_from_table, run_job
+from evals.serving.jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.sim import SUITE, SUITE_VERSION
+from rubrics import DEFAULT_WEIGHTS, Weights
 
 # scripts/test spreads the suite over xdist workers; one worker takes this whole module, so the
 # module's small table is computed once.
 pytestmark = pytest.mark.xdist_group("reference-table")
 
-WEIGHTS = (("failure_penalty", 1.0), ("latency_penalty", 0.5))
+WEIGHTS = Weights({"failure_penalty": 1.0, "latency_penalty": 0.5})
 HELD = [("noop", "easy", 0), ("noop", "easy", 1), ("bound", "easy", 0), ("bound", "easy", 1)]
 
 
@@ -48,10 +49,36 @@ def use_small_table(small_table, monkeypatch):
 
 
 def test_a_result_from_the_table_equals_the_played_one_byte_for_byte(use_small_table):
-    jobs = [EpisodeJob(a, EpisodeSpec(s, seed), WEIGHTS) for a, s, seed in HELD]
+    # noop's record is the same under any weights (re-scored under the run's); the bound's
+    # only under the default weights, which its table records searched under
+    jobs = [
+        EpisodeJob(a, EpisodeSpec(s, seed), WEIGHTS if a == "noop" else DEFAULT_WEIGHTS)
+        for a, s, seed in HELD
+    ]
     answered, left = reference_from_table(jobs)
     assert left == []
     assert [dumps(r) for r in answered] == [dumps(run_job(job)) for job in jobs]
+
+
+def test_under_other_weights_the_bound_is_played_and_never_taken_from_the_table(
+    use_small_table,
+):
+    noop, bound = (EpisodeJob(a, EpisodeSpec("easy", 0), WEIGHTS) for a in ("noop", "bound"))
+    answered, left = reference_from_table([noop, bound])
+    assert [r["agent"] for r in answered] == ["noop"] and left == [bound]
+    assert not use_small_table.covers("bound", bound.episode, WEIGHTS)
+    assert use_small_table.covers("bound", bound.episode, DEFAULT_WEIGHTS)
+    # normalizing a run that lacks the reference: the bound is filled in under the default
+    # weights only; under others the scenario is left unnormalized (no false 1.0)
+    default_run = [run_job(EpisodeJob("lru", EpisodeSpec("easy", 0)))]
+    filled, sources = reference_for_scoring(default_run, DEFAULT_WEIGHTS)
+    assert sorted(r["agent"] for r in filled) == ["bound", "noop"] and "easy" in sources
+    custom_run = [run_job(EpisodeJob("lru", EpisodeSpec("easy", 0), WEIGHTS))]
+    assert reference_for_scoring(custom_run, WEIGHTS) == ([], {})
+    # with the bound played under the weights, noop alone comes from the table
+    played = [*custom_run, run_job(bound)]
+    filled, sources = reference_for_scoring(played, WEIGHTS)
+    assert [r["agent"] for r in filled] == ["noop"] and filled[0]["weights"] == dict(WEIGHTS)
 
 
 def test_only_the_exact_episodes_it_holds_are_answered(use_small_table):
@@ -158,7 +185,7 @@ def test_the_shipped_table():
     if not table.current:
         # stale (made by other code or for another suite): never used, and it says how to fix it
         job = EpisodeJob("bound", EpisodeSpec("easy", 0))
-        assert not table.covers("bound", job.episode)
+        assert not table.covers("bound", job.episode, DEFAULT_WEIGHTS)
         assert reference_table.REGENERATE in reference_table.status()
         return
     # seeds 0..N-1 of every suite scenario for both agents (N = 100 when complete; at least the
@@ -210,3 +237,27 @@ def test_restamp_keeps_the_records_and_refuses_when_one_differs(small_table, tmp
     before = path.read_bytes()
     done = subprocess.run(run, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and "differ" in done.stdout and path.read_bytes() == before
+
+
+def test_the_report_fills_in_the_bound_only_for_runs_under_the_default_weights(
+    use_small_table, tmp_path
+):
+    from evals.report.build import shipped_reference
+
+    runner = CliRunner()
+    args = ["eval", "-p", "lru", "-s", "easy", "-n", "2", "--workers", "1"]
+    filled = {}
+    for name, extra in (("default", []), ("custom", ["--weights", '{"latency_penalty": 0.5}'])):
+        done = runner.invoke(app, [*args, *extra, "-o", str(tmp_path / name)])
+        assert done.exit_code == 0, done.output
+        lines = (tmp_path / name / "results.jsonl").read_text().splitlines()
+        results = [json.loads(line) for line in lines]
+        filled[name] = shipped_reference([tmp_path / name], results)
+    assert sorted((r["agent"], r["seed"]) for r in filled["default"]) == [
+        ("bound", 0),
+        ("bound", 1),
+        ("noop", 0),
+        ("noop", 1),
+    ]
+    assert [(r["agent"], r["seed"]) for r in filled["custom"]] == [("noop", 0), ("noop", 1)]
+    assert filled["custom"][0]["weights"]["latency_penalty"] == 0.5

@@ -7,7 +7,7 @@ import pytest
 
 from evals.common.results import SCHEMA_VERSION, dumps, episode_result, rescore, validate
 from kv_cache_env.sim import BlockType, EpisodeRecord, EvictionRecord, ResidentRecord
-from rubrics import DEFAULT_WEIGHTS, episode_metrics, resolve_weights, score
+from rubrics import DEFAULT_WEIGHTS, Weights, episode_metrics, score
 from rubrics import serving as r
 
 
@@ -130,13 +130,17 @@ def test_risky_eviction_penalty_rules():
 
 def test_reward_is_the_weighted_sum_and_weights_can_be_overridden():
     rec = record(failures=(1, 0, 0, 0), swap_latency_s=0.5)
-    s = score(rec)
+    s = score(rec, DEFAULT_WEIGHTS)
     assert s.weights == DEFAULT_WEIGHTS
     assert s.reward == pytest.approx(sum(DEFAULT_WEIGHTS[k] * v for k, v in s.components.items()))
-    only_failures = score(rec, {k: 0.0 for k in DEFAULT_WEIGHTS} | {"failure_penalty": 1.0})
+    only_failures = score(
+        rec, Weights({k: 0.0 for k in DEFAULT_WEIGHTS} | {"failure_penalty": 1.0})
+    )
     assert only_failures.reward == pytest.approx(-0.15)
     with pytest.raises(ValueError, match="unknown rubric component 'speed'"):
-        resolve_weights({"speed": 1.0})
+        Weights({"speed": 1.0})
+    with pytest.raises(TypeError, match=r"rubrics\.Weights"):
+        score(rec, {"failure_penalty": 1.0})  # type: ignore[arg-type]  # unchecked weights
 
 
 def test_metrics_from_the_record():

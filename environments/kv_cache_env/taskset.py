@@ -5,7 +5,8 @@ through the `evict` / `compress` / `swap` / `noop` tools, scored by the serving 
   `finalize` stores the episode record in `trace.info["episode_record"]`, and every reward and
   metric is computed from that record, so `vf-replay` (which has no live state) re-scores
   identically. Weights default to seed 003's and can be overridden with
-  `--env.taskset.task.rewards '{"latency_penalty": {"weight": 0.1}}'`.
+  `--env.taskset.task.rewards '{"latency_penalty": {"weight": 0.1}}'`; the components' weights
+  are checked when the config is made, as one `rubrics.Weights` (`KvCacheTaskConfig.weights`).
 - `KvCacheHarness` runs the tool loop in-process (`kv_cache_env.llm.agent_loop.play_episode`), every
   model call going through the per-rollout interception endpoint it is given; tools act on the
   live simulator. MCP toolsets would run in another process and copy state on every call.
@@ -19,9 +20,9 @@ from typing import Any
 
 import openai
 import verifiers.v1 as vf
-from pydantic import ConfigDict
+from pydantic import ConfigDict, model_validator
 
-from rubrics import COMPONENTS, DEFAULT_WEIGHTS, METRIC_NAMES, episode_metrics
+from rubrics import COMPONENTS, DEFAULT_WEIGHTS, METRIC_NAMES, Weights, episode_metrics
 
 from .episodes import EpisodeSpec
 from .llm.agent_loop import play_episode
@@ -60,7 +61,26 @@ class KvCacheState(vf.State):
 
 
 class KvCacheTaskConfig(vf.TaskConfig):
-    pass
+    """The rubric's weights are verifiers' reward weights (`rewards`, e.g.
+    `{"latency_penalty": {"weight": 3.0}}`); the seven components' are checked when the config
+    is made by the one check `kvarena eval --weights` and the Gymnasium envs use (finite,
+    |w| <= 10^6), and `weights` is that value."""
+
+    @model_validator(mode="after")
+    def _check_weights(self) -> KvCacheTaskConfig:
+        self.weights  # noqa: B018 - a WeightError (ValueError) fails the config, naming the key
+        return self
+
+    @property
+    def weights(self) -> Weights:
+        """The rubric's weights: the defaults with the components' `rewards` weights applied."""
+        return Weights(
+            {
+                name: spec.weight
+                for name, spec in self.rewards.items()
+                if name in COMPONENTS and spec.weight is not None
+            }
+        )
 
 
 def _record(trace: vf.Trace) -> EpisodeRecord:

@@ -31,7 +31,14 @@ from typing import Any
 
 from kv_context_env import CONTEXT_SUITE_VERSION
 from kv_context_env.sim.episode import ContextRecord
-from rubrics.context import CONTEXT_COMPONENTS, CONTEXT_METRIC_NAMES, context_metrics, context_score
+from rubrics.context import (
+    CONTEXT_COMPONENTS,
+    CONTEXT_METRIC_NAMES,
+    CONTEXT_WEIGHTS,
+    ContextWeights,
+    context_metrics,
+    context_score,
+)
 
 from .results import OPTIONAL_USAGE_FIELDS, USAGE_FIELDS
 
@@ -59,9 +66,10 @@ def context_result(
     seed: int,
     record: ContextRecord | None,
     error: str | None = None,
-    weights: Mapping[str, float] | None = None,
+    weights: ContextWeights = CONTEXT_WEIGHTS,
 ) -> dict[str, Any]:
-    """The result object of one episode; `record=None` (with an `error`) marks a failed one."""
+    """The result object of one episode, scored under `weights` (the run's); `record=None`
+    (with an `error`) marks a failed one."""
     if record is None:
         return {
             "suite_version": CONTEXT_SUITE_VERSION,

@@ -4,7 +4,9 @@ anything runs, and anything that still escapes becomes one line, never a traceba
 - `check_options`: CLI numbers are finite and within `OPTION_LIMITS` (click's own ranges let
   `nan` and `inf` through: `nan < 1` is false). The error names the option.
 - `parse_weights`: `--weights` is a JSON object of known components to finite numbers with
-  magnitude at most `MAX_WEIGHT` (so a reward can always be written as JSON).
+  magnitude at most `MAX_WEIGHT` (so a reward can always be written as JSON); it becomes the
+  family's weights value (`rubrics.weights.RubricWeights`, whose constructor is the one check),
+  which the run then passes unchanged to the rubric and the planners.
 - `check_out_dir`: an output directory that is a file, or cannot be created or written, is
   refused before the run, naming the option.
 - `SafeGroup`: the top-level handler. An unexpected exception prints `error: <type>: <message>`
@@ -21,20 +23,23 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 import typer.core
 from typer.exceptions import TyperException
 
 from kv_cache_env.bounded_read import FileReadError
-from kv_cache_env.limits import MAX_EPISODE_STEPS, MAX_WEIGHT
+from kv_cache_env.limits import MAX_EPISODE_STEPS
 from kv_cache_env.llm.model_output import one_line
+from rubrics.weights import RubricWeights, WeightError
 
 from .durable import OutputError
 from .secrets import scrub
+
+W = TypeVar("W", bound=RubricWeights)
 
 EXIT_EPISODES_FAILED = 3
 """Exit status of a run that finished but recorded failed episodes (0: every episode ok; 1: the
@@ -82,13 +87,12 @@ def _fmt(number: float) -> str:
     return str(int(number)) if float(number).is_integer() else f"{number:g}"
 
 
-def parse_weights(
-    text: str | None, components: Iterable[str], option: str = "--weights"
-) -> dict[str, float]:
-    """`--weights` JSON -> {component: weight}; InputError naming the option and the key."""
+def parse_weights(text: str | None, kind: type[W], option: str = "--weights") -> W:
+    """`--weights` JSON -> the family's weights value (`kind`: `rubrics.Weights`,
+    `rubrics.context.ContextWeights`), checked by its one constructor; InputError naming the
+    option and the key."""
     if not text:
-        return {}
-    known = list(components)
+        return kind()
 
     def no_constants(name: str) -> Any:
         raise InputError(f"{option}: {name} is not a number (weights must be finite)")
@@ -101,20 +105,10 @@ def parse_weights(
         raise InputError(f"{option}: not JSON (nested too deep)") from None
     if not isinstance(raw, dict):
         raise InputError(f"{option}: expected a JSON object of component -> weight")
-    weights: dict[str, float] = {}
-    for name, value in raw.items():
-        if name not in known:
-            raise InputError(
-                one_line(f"{option}: unknown component {name!r}; known: {', '.join(known)}")
-            )
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InputError(
-                one_line(f"{option}: {name} must be a number, got {json.dumps(value)[:40]}")
-            )
-        if not math.isfinite(value) or abs(value) > MAX_WEIGHT:
-            raise InputError(f"{option}: {name} must be finite and at most {MAX_WEIGHT:g} in size")
-        weights[name] = float(value)
-    return weights
+    try:
+        return kind(raw)
+    except WeightError as error:
+        raise InputError(one_line(f"{option}: {error}")) from None
 
 
 def check_out_dir(path: Path, option: str = "--out") -> None:

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kv_cache_env.sim import SUITE_VERSION, EpisodeRecord
-from rubrics import COMPONENTS, METRIC_NAMES, episode_metrics, resolve_weights, score
+from rubrics import COMPONENTS, DEFAULT_WEIGHTS, METRIC_NAMES, Weights, episode_metrics, score
 
 SCHEMA_VERSION = 3
 
@@ -67,10 +67,10 @@ def episode_result(
     record: EpisodeRecord | None,
     error: str | None = None,
     usage: Mapping[str, int] | None = None,
-    weights: Mapping[str, float] | None = None,
+    weights: Weights = DEFAULT_WEIGHTS,
 ) -> dict[str, Any]:
-    """The result object of one episode; `record=None` (with an `error`) marks a failed one."""
-    resolved = resolve_weights(weights)
+    """The result object of one episode, scored under `weights` (the run's); `record=None`
+    (with an `error`) marks a failed one."""
     result: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "suite_version": SUITE_VERSION,
@@ -80,7 +80,7 @@ def episode_result(
         "status": "failed",
         "error": error,
         "reward": None,
-        "weights": resolved,
+        "weights": dict(weights),
         "components": None,
         "metrics": None,
         "series": None,
@@ -91,7 +91,7 @@ def episode_result(
         if not error:
             raise ValueError("a failed episode needs an error message")
         return result
-    scored = score(record, resolved)
+    scored = score(record, weights)
     result.update(
         status="ok",
         reward=scored.reward,
@@ -151,8 +151,8 @@ def validate(result: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def rescore(result: Mapping[str, Any], weights: Mapping[str, float] | None = None) -> float | None:
-    """Recompute an ok result's reward from its stored record with other weights."""
+def rescore(result: Mapping[str, Any], weights: Weights = DEFAULT_WEIGHTS) -> float | None:
+    """Recompute an ok result's reward from its stored record under `weights`."""
     if result["status"] != "ok":
         return None
     return score(EpisodeRecord.from_dict(result["record"]), weights).reward

@@ -126,6 +126,8 @@ RUN_ENTRIES = ("results.jsonl", "run.json", "transcripts")
 
 
 def _too_long(result: dict[str, Any], size: int) -> dict[str, Any]:
+    from rubrics import Weights
+
     from .results import episode_result
 
     return episode_result(
@@ -139,7 +141,7 @@ def _too_long(result: dict[str, Any], size: int) -> dict[str, Any]:
             "or fewer steps fits)"
         ),
         usage=result.get("usage"),
-        weights=result.get("weights"),
+        weights=Weights(result["weights"]),  # the run's (this result was scored under them)
     )
 
 

@@ -67,7 +67,7 @@ def context_eval_command(
     """The conversation-context family: which blocks of one long chat stay cached. Writes
     results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
     from kv_context_env.policies.baselines import CONTEXT_POLICIES
-    from rubrics.context import CONTEXT_COMPONENTS
+    from rubrics.context import ContextWeights
 
     from ..servers.local_model import DEFAULT_MAX_TOKENS, is_local
     from .eval_run import ContextEvalArgs, run_context_command
@@ -80,7 +80,7 @@ def context_eval_command(
             "--max-tokens": max_tokens,
         }
     )
-    parsed = parse_weights(weights, CONTEXT_COMPONENTS)
+    parsed = parse_weights(weights, ContextWeights)
     if model and policy:
         raise InputError("give --policy or --model, not both")
     args = ContextEvalArgs(

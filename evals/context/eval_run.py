@@ -27,6 +27,7 @@ from kv_cache_env.suggest import unknown_name
 from kv_context_env.generator.conversation import LEVELS, generate_conversation
 from kv_context_env.policies.baselines import CONTEXT_POLICIES
 from kv_context_env.sim.episode import ContextEpisode
+from rubrics.context import ContextWeights
 
 from ..common.console import console as err_console
 from ..common.durable import LineLog, OutputError, describe, refuse_links, write_atomic
@@ -65,7 +66,8 @@ class ContextEvalArgs:
     reader_base_url: str | None
     max_blocks: int | None
     out: Path
-    weights: dict[str, float]
+    weights: ContextWeights
+    """The context rubric's weights, checked once at the edge (`--weights`)."""
     timeout_s: float = 120.0
     max_tokens: int = 512
     """Cap on each agent reply (tool calls fit easily; a small local model rambles)."""
@@ -184,7 +186,7 @@ def _write_info(
             "seed": args.seed,
             "reader": reader_label,
             "max_blocks": args.max_blocks,
-            "weights": args.weights,
+            "weights": args.weights.overrides(),
         },
         "status": status,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -574,15 +574,18 @@ def shipped_reference(
     """noop's and the bound's results from the shipped table for the suite episodes of `paths`
     that lack them: only for runs whose `run.json` says they were made by the code the table
     was made by (`source_digest`), for the same suite, at the scenarios' own length and with
-    no trace. Scored with the weights of the run's own results."""
+    no trace. Scored with the weights of the run's own results; the bound only where those are
+    the default weights (the table's bound searched under them)."""
+    from rubrics import WeightError, Weights
+
     from ..common.results import episode_result
-    from ..serving.reference_table import AGENTS, shipped
+    from ..serving.reference_table import AGENTS, played_alike, shipped
 
     table = shipped()
     if table is None:
         return []
     eligible: set[tuple[str, int]] = set()
-    weights: dict[tuple[str, int], dict[str, float]] = {}
+    weights: dict[tuple[str, int], Weights] = {}
     for path in paths:
         info = _run_info(path)
         arguments = info.get("arguments") if info else None
@@ -599,8 +602,12 @@ def shipped_reference(
         for r in _results_of(path):
             if family_of(r) != "serving":
                 continue
+            try:
+                run_weights = Weights(r["weights"])
+            except WeightError:  # weights no run of this code writes: no reference for it
+                continue
             eligible.add((r["scenario"], r["seed"]))
-            weights.setdefault((r["scenario"], r["seed"]), r["weights"])
+            weights.setdefault((r["scenario"], r["seed"]), run_weights)
     played = {(r["scenario"], r["agent"], r["seed"]) for r in results if family_of(r) == "serving"}
     return [
         episode_result(
@@ -612,7 +619,9 @@ def shipped_reference(
         )
         for scenario, seed in sorted(eligible)
         for agent in AGENTS
-        if (scenario, agent, seed) not in played and (agent, scenario, seed) in table.records
+        if (scenario, agent, seed) not in played
+        and (agent, scenario, seed) in table.records
+        and played_alike(agent, weights[scenario, seed])
     ]
 
 

@@ -198,7 +198,8 @@ Weights = Annotated[
     str | None,
     typer.Option(
         metavar="JSON",
-        help="Rubric weight overrides as JSON, e.g. '{\"latency_penalty\": 0.1}'.",
+        help="Rubric weight overrides as JSON, e.g. '{\"latency_penalty\": 0.1}': every episode "
+        "is scored under them and the planners (bound, expert, lookahead) search under them.",
         rich_help_panel=RUN_PANEL,
     ),
 ]

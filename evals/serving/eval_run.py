@@ -20,6 +20,7 @@ from kv_cache_env.llm.model_output import one_line
 from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION, canonical_scenario_name
 from kv_cache_env.suggest import unknown_name
 from kv_cache_env.traces import TraceError
+from rubrics import Weights
 
 from ..common.console import console, progress, split_list, summary_line, versions
 from ..common.durable import OutputError
@@ -78,7 +79,7 @@ def run_eval(args: EvalArgs) -> None:
     started = time.perf_counter()
     names, tiers = _check(args)
     spec, local_server = _model_spec(args) if args.model else (None, None)
-    weight_pairs = _parse_weights(args.weights)
+    weights = parse_weights(args.weights, Weights)  # checked once; passed on as it is
     count = 1 if args.full else args.episodes
     jobs = [
         EpisodeJob(
@@ -90,7 +91,7 @@ def run_eval(args: EvalArgs) -> None:
                 full=args.full,
                 steps=args.steps,
             ),
-            weights=weight_pairs,
+            weights=weights,
         )
         for tier in tiers
         for name in names
@@ -99,7 +100,7 @@ def run_eval(args: EvalArgs) -> None:
     out = args.out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
     run_info: dict[str, Any] = {
         "command": "eval",
-        "arguments": _arguments(args, names, tiers, count, weight_pairs, spec, local_server),
+        "arguments": _arguments(args, names, tiers, count, weights, spec, local_server),
         "suite_version": SUITE_VERSION,
         "source_digest": source_digest(),
         "versions": versions(),
@@ -118,7 +119,7 @@ def run_eval(args: EvalArgs) -> None:
         results = run.finish(job.key for job in jobs)
         run_info = write_run_info(out, run_info, results, "complete", started)
     wall = time.perf_counter() - started
-    _print_results(results, args, weight_pairs)
+    _print_results(results, args, weights)
     failed = run_info["episodes_failed"]
     console.print(f"wrote {run.results_path} and {out / 'run.json'} in {wall:.1f}s")
     if failed:
@@ -162,16 +163,13 @@ def _closing(run: RunDir, run_info: dict[str, Any], started: float, total: int) 
         raise
 
 
-def _print_results(
-    results: list[dict[str, Any]],
-    args: EvalArgs,
-    weight_pairs: tuple[tuple[str, float], ...],
-) -> None:
-    """The tables; noop and the bound come from the shipped table where the run lacks them."""
+def _print_results(results: list[dict[str, Any]], args: EvalArgs, weights: Weights) -> None:
+    """The tables; noop and the bound come from the shipped table where the run lacks them (the
+    bound only under the default weights)."""
     reference: list[dict[str, Any]] = []
     sources: dict[str, str] = {}
     if args.trace is None and args.steps is None:
-        reference, sources = reference_for_scoring(results, dict(weight_pairs) or None)
+        reference, sources = reference_for_scoring(results, weights)
     normalized = normalized_scores([*results, *reference])
     print_tables(summarize(results), normalized, wide=args.wide, reference=sources)
 
@@ -295,7 +293,7 @@ def _arguments(
     names: list[str],
     tiers: list[str],
     count: int,
-    weight_pairs: tuple[tuple[str, float], ...],
+    weights: Weights,
     spec: ModelSpec | None,
     local_server: LocalModelServer | None,
 ) -> dict[str, Any]:
@@ -322,7 +320,7 @@ def _arguments(
         "seed": args.seed,
         "steps": args.steps,
         "workers": args.workers,
-        "weights": dict(weight_pairs),
+        "weights": weights.overrides(),
         "resume": args.resume,
     }
 
@@ -380,12 +378,6 @@ def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: R
         started = time.perf_counter()
         asyncio.run(run_model_jobs(jobs, spec, concurrency=concurrency, on_result=on_result))
     console.print(summary_line(len(jobs), errors, time.perf_counter() - started))
-
-
-def _parse_weights(text: str | None) -> tuple[tuple[str, float], ...]:
-    from rubrics import COMPONENTS
-
-    return tuple(sorted(parse_weights(text, COMPONENTS).items()))
 
 
 def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:

@@ -1,6 +1,9 @@
 """Episode jobs: what one worker runs for one (agent, episode), as plain picklable data.
 
-A job that raises is returned as a failed result with its error, never dropped.
+A job carries the run's rubric weights (`rubrics.Weights`, checked once at the CLI's edge): its
+result is scored under them, and a planner is built with them, so the bound searches under the
+weights it is scored by. A job that raises is returned as a failed result with its error, never
+dropped.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from typing import Any
 
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.policies import create
+from rubrics import DEFAULT_WEIGHTS, Weights
 
 from ..common.results import episode_result
 from .runner import run_policy_episode
@@ -19,7 +23,12 @@ from .runner import run_policy_episode
 class EpisodeJob:
     agent: str
     episode: EpisodeSpec
-    weights: tuple[tuple[str, float], ...] = ()
+    weights: Weights = DEFAULT_WEIGHTS
+    """The run's weights: what the result is scored with and a planner searches under."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.weights, Weights):
+            raise TypeError(f"EpisodeJob.weights must be rubrics.Weights, not {self.weights!r}")
 
     @property
     def seed(self) -> int:
@@ -35,17 +44,30 @@ def reference_from_table(
     jobs: list[EpisodeJob],
 ) -> tuple[list[dict[str, Any]], list[EpisodeJob]]:
     """(results answered from the shipped reference table, jobs left to compute). A job is
-    answered only where the table holds its exact episode for this code (`ReferenceTable.covers`);
-    its result is built from the stored record exactly as `run_job` builds it from a played one.
-    Says on the console which it was, when there were reference jobs."""
+    answered only where the table holds its exact episode for this code and its weights
+    (`ReferenceTable.covers`: the bound's records are the default weights' bound's); its result
+    is built from the stored record exactly as `run_job` builds it from a played one. Says on the
+    console which it was, when there were reference jobs."""
     from ..common.console import console
-    from .reference_table import AGENTS, shipped, status
+    from .reference_table import AGENTS, played_alike, shipped, status
 
     wanted = [job for job in jobs if job.agent in AGENTS]
+    searched = [job for job in wanted if not played_alike(job.agent, job.weights)]
+    if searched:
+        names = " and ".join(dict.fromkeys(job.agent for job in searched))
+        console.print(
+            f"reference: {names} played under the given --weights, not taken from the shipped "
+            "table (it holds the default weights' bound): slow, about 1-6 s of CPU an episode"
+        )
+        wanted = [job for job in wanted if job not in searched]
     if not wanted:
         return [], jobs
     table = shipped()
-    hits = [job for job in wanted if table is not None and table.covers(job.agent, job.episode)]
+    hits = [
+        job
+        for job in wanted
+        if table is not None and table.covers(job.agent, job.episode, job.weights)
+    ]
     if len(hits) == len(wanted):
         console.print(f"reference: shipped table ({len(hits)} episodes of noop and bound)")
     elif hits:
@@ -65,7 +87,7 @@ def reference_from_table(
             scenario=job.episode.scenario,
             seed=job.seed,
             record=table.record(job.agent, job.episode.scenario, job.seed),
-            weights=dict(job.weights) or None,
+            weights=job.weights,
         )
         for job in hits
     ]
@@ -74,13 +96,15 @@ def reference_from_table(
 
 
 def reference_for_scoring(
-    results: list[dict[str, Any]], weights: dict[str, float] | None
+    results: list[dict[str, Any]], weights: Weights
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """noop's and the bound's results from the shipped table for the (scenario, seed) pairs of
     `results` whose run did not play them, to normalize by (never written to results.jsonl);
     and, per scenario completed so, where its reference came from. Only for suite episodes at
-    the scenario's own length (the caller checks `--steps` and `--trace`)."""
-    from .reference_table import AGENTS, shipped
+    the scenario's own length (the caller checks `--steps` and `--trace`), and the bound only
+    under the default weights (the table's bound searched under them: under other weights it
+    is no bound, and the scenario is left unnormalized unless the run played it)."""
+    from .reference_table import AGENTS, played_alike, shipped
 
     table = shipped()
     if table is None or not table.current:
@@ -92,7 +116,9 @@ def reference_for_scoring(
         seeds = sorted({r["seed"] for r in results if r["scenario"] == scenario})
         missing = [a for a in AGENTS if (scenario, a) not in played]
         if not missing or not all(
-            (a, scenario, s) in table.records for a in missing for s in seeds
+            played_alike(a, weights) and (a, scenario, s) in table.records
+            for a in missing
+            for s in seeds
         ):
             continue
         extra += [
@@ -111,7 +137,7 @@ def reference_for_scoring(
 
 
 def run_job(job: EpisodeJob) -> dict[str, Any]:
-    weights = dict(job.weights) or None
+    weights = job.weights
     try:
         scenario, schedule = job.episode.resolve()
     except ValueError as error:
@@ -124,7 +150,8 @@ def run_job(job: EpisodeJob) -> dict[str, Any]:
             weights=weights,
         )
     try:
-        record = run_policy_episode(create(job.agent), scenario, job.seed, schedule=schedule)
+        policy = create(job.agent, weights)
+        record = run_policy_episode(policy, scenario, job.seed, schedule=schedule)
     except Exception as error:  # a crashing policy is a failed episode, recorded
         return episode_result(
             agent=job.agent,

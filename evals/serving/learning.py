@@ -26,7 +26,7 @@ from kv_cache_env.episodes import TRAIN_SEED_START
 from kv_cache_env.policies import Policy, available, create
 from kv_cache_env.policies.learned import INPUTS, decide_linear, table_tools
 from kv_cache_env.sim import SUITE, Action, Observation, Quantization, get_scenario
-from rubrics import score
+from rubrics import DEFAULT_WEIGHTS, score
 
 from .runner import run_policy_episode
 
@@ -61,11 +61,13 @@ class _Linear(Policy):
 
 def play_linear(weights: np.ndarray, scenario: str, seed: int) -> float:
     """Reward of one episode played by the linear policy with one weight matrix."""
-    return score(run_policy_episode(_Linear(weights), get_scenario(scenario), seed)).reward
+    record = run_policy_episode(_Linear(weights), get_scenario(scenario), seed)
+    return score(record, DEFAULT_WEIGHTS).reward
 
 
 def play_policy(name: str, scenario: str, seed: int, policy: Policy | None = None) -> float:
-    return score(run_policy_episode(policy or create(name), get_scenario(scenario), seed)).reward
+    record = run_policy_episode(policy or create(name), get_scenario(scenario), seed)
+    return score(record, DEFAULT_WEIGHTS).reward
 
 
 def _linear_batch(args: tuple[np.ndarray, list[tuple[str, int]]]) -> list[float]:

@@ -147,7 +147,7 @@ async def run_model_episode(
     """(result, transcript) of one episode; the transcript is None when it could not start."""
     scenario, schedule = job.episode.resolve()
     sim = Simulator(scenario, job.seed, schedule=schedule)
-    weights = dict(job.weights) or None
+    weights = job.weights
     transcript = None
     message = "no transcript"
     try:

@@ -3,9 +3,12 @@ seeds of every suite scenario, stored as package data so that `kvarena eval` and
 `kvarena report` need not recompute the leaderboard's floor and ceiling (D4RL ships its
 reference scores the same way).
 
-An entry is the full `EpisodeRecord`, not a reward, so any `--weights` re-scores it exactly as
-a computed record would be scored: the result line built from a table entry is byte-identical
-to the one built from the episode played now (tested).
+An entry is the full `EpisodeRecord`, not a reward, so `--weights` re-scores it exactly as a
+computed record would be scored: the result line built from a table entry is byte-identical
+to the one built from the episode played now (tested). But the bound's records are those of the
+bound that searched under the default weights: under other weights its play differs, so the
+table answers the bound (any policy that `optimises` the rubric) only for the default weights;
+`noop`'s record does not depend on them.
 
 The table is used only when everything that changes a record matches:
 - the serving suite's version (`SUITE_VERSION`);
@@ -38,6 +41,7 @@ from typing import Any
 
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.sim import SUITE, SUITE_VERSION, EpisodeRecord
+from rubrics import DEFAULT_WEIGHTS, Weights
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_PATH = Path(__file__).resolve().parent / "reference_data" / "reference.jsonl.gz"
@@ -53,6 +57,7 @@ SOURCES: tuple[str, ...] = (
     "environments/kv_cache_env/episodes.py",
     "rubrics/__init__.py",
     "rubrics/serving.py",
+    "rubrics/weights.py",
     "rubrics/metrics.py",
     "environments/kv_cache_env/policies/*.py",
     "environments/kv_cache_env/policies/*.json",
@@ -142,10 +147,12 @@ class ReferenceTable:
             return False
         return self.raw == raw_digest() or self.digest == source_digest()
 
-    def covers(self, agent: str, episode: EpisodeSpec) -> bool:
-        """Whether the record of `agent` on `episode` is in the table and may be used."""
+    def covers(self, agent: str, episode: EpisodeSpec, weights: Weights) -> bool:
+        """Whether the record of `agent` on `episode`, played under `weights`, is in the table
+        and may be used (`played_alike`: the table's bound searched under the default weights)."""
         return (
             self.current
+            and played_alike(agent, weights)
             and episode.trace is None
             and episode.steps is None
             and episode.block_size is None
@@ -154,6 +161,16 @@ class ReferenceTable:
 
     def record(self, agent: str, scenario: str, seed: int) -> EpisodeRecord:
         return EpisodeRecord.from_dict(dict(self.records[agent, scenario, seed]))
+
+
+def played_alike(agent: str, weights: Weights) -> bool:
+    """Whether `agent` under `weights` plays what the table's record of it holds (played under
+    the default weights): always under the default weights, and under others only an agent
+    that does not search by the rubric (`noop`: its record is re-scored under any weights; the
+    bound's play depends on them)."""
+    from kv_cache_env.policies import optimises
+
+    return weights.is_default or not optimises(agent)
 
 
 def load(path: Path = TABLE_PATH) -> ReferenceTable | None:
@@ -201,13 +218,14 @@ def status() -> str:
 
 def play_entry(agent: str, scenario: str, seed: int) -> dict[str, Any]:
     """The record of `agent` on evaluation episode (`scenario`, `seed`), as `kvarena eval`
-    plays it, as a dict (what the table stores)."""
+    plays it under the default weights, as a dict (what the table stores)."""
     from kv_cache_env.policies import create
     from kv_cache_env.sim import get_scenario
 
     from .runner import run_policy_episode
 
-    return run_policy_episode(create(agent), get_scenario(scenario), seed).to_dict()
+    policy = create(agent, DEFAULT_WEIGHTS)
+    return run_policy_episode(policy, get_scenario(scenario), seed).to_dict()
 
 
 def write(

@@ -166,7 +166,7 @@ def bound(seed: int, episodes: int) -> dict[str, Any]:
     policies = _policies()
     create, decide = policies.create, policies.decide
     from kv_cache_env.sim import Simulator, get_scenario
-    from rubrics import score
+    from rubrics import DEFAULT_WEIGHTS, score
 
     scenario = get_scenario("hard")
     times, rewards = [], []
@@ -175,7 +175,7 @@ def bound(seed: int, episodes: int) -> dict[str, Any]:
         sim = Simulator(scenario, s)
         policy = create("bound")
         policy.reset(s)
-        rewards.append(score(_play(sim, policy, decide)).reward)
+        rewards.append(score(_play(sim, policy, decide), DEFAULT_WEIGHTS).reward)
         times.append(clock() - start)
     return {"bound.hard_episode_s_median": statistics.median(times), "bound.rewards": rewards}
 

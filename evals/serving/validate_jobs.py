@@ -5,6 +5,9 @@ registered policy by name, a fixed rule of the grid (the rule object itself), or
 the bound (plain, with one tool masked, or the deeper search) or the expert (plain, masked, or
 told some hidden parts). Each plays to an `EpisodeResult` (validate_results.py), collected into
 `Results`; the plain bound's also carries its trajectory's reward with a last-turn dump.
+
+`validate` holds the suite to its own rubric: every planner here searches, and every episode is
+scored, under the default weights (`WEIGHTS`); it takes no `--weights`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from kv_cache_env.sim import BlockType, Simulator, Status, evict, swap
 from rubrics import score
 
 from ..common.processes import worker_pool
-from .validate_results import EpisodeResult, Results
+from .validate_results import WEIGHTS, EpisodeResult, Results
 
 
 @dataclass(frozen=True)
@@ -42,19 +45,20 @@ def make_agent(job: Job) -> Policy:
         return job.rule
     kind = job.kind
     if kind == "policy":
-        return create(job.agent)
+        return create(job.agent, WEIGHTS)
     if kind == "bound":
-        return BoundPolicy()
+        return BoundPolicy(weights=WEIGHTS)
     if kind == "deep":
-        return BoundPolicy(macros=DEEP_MACROS, continuations=3)
+        return BoundPolicy(macros=DEEP_MACROS, continuations=3, weights=WEIGHTS)
     if kind.startswith("no-"):
-        return BoundPolicy(mask=kind.removeprefix("no-"))
+        return BoundPolicy(mask=kind.removeprefix("no-"), weights=WEIGHTS)
     if kind == "expert":
-        return ExpertPolicy()
+        return ExpertPolicy(weights=WEIGHTS)
     if kind.startswith("expert-no-"):
-        return ExpertPolicy(mask=kind.removeprefix("expert-no-"))
+        return ExpertPolicy(mask=kind.removeprefix("expert-no-"), weights=WEIGHTS)
     if kind.startswith("expert-told-"):
-        return ExpertPolicy(reveal=frozenset(kind.removeprefix("expert-told-").split("+")))
+        told = frozenset(kind.removeprefix("expert-told-").split("+"))
+        return ExpertPolicy(reveal=told, weights=WEIGHTS)
     raise ValueError(f"unknown agent kind {kind!r}")
 
 
@@ -98,7 +102,7 @@ def with_dump(sim: Simulator, actions: list) -> float:
         if not copy.apply(swap(seq.seq_id)).ok:
             copy.apply(evict(seq.seq_id))
     copy.step()
-    return score(copy.record()).reward
+    return score(copy.record(), WEIGHTS).reward
 
 
 def run_jobs(jobs: Iterable[Job], workers: int, tick: Callable[[], None] = lambda: None) -> Results:

@@ -14,9 +14,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 
 from kv_cache_env.sim import EpisodeRecord
-from rubrics import episode_metrics, score
+from rubrics import DEFAULT_WEIGHTS, episode_metrics, score
 
 from ..common.results import dumps
+
+WEIGHTS = DEFAULT_WEIGHTS
+"""`validate`'s weights, its planners' and its scores': always the suite's (no `--weights`)."""
 
 Key = tuple[str, str, int]
 """(scenario, agent, seed)."""
@@ -57,8 +60,8 @@ class EpisodeResult:
         dump_reward: float | None = None,
         plays: int = 0,
     ) -> EpisodeResult:
-        """The result of a finished episode, scored with the default weights."""
-        scored = score(record)
+        """The result of a finished episode, scored under `WEIGHTS` (the default weights)."""
+        scored = score(record, WEIGHTS)
         return cls(
             agent,
             scenario,

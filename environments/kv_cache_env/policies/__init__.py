@@ -1,14 +1,18 @@
-"""The built-in serving policies behind one registry: `register`, `create(name)`, `available()`.
+"""The built-in serving policies behind one registry: `register`, `create(name, weights)`,
+`available()`.
 
 Every policy here is a pure function of what it is given: an `Observation` (the rules in
 `heuristics` and `session_rules`, the `learned` linear scorer, the `rule_grid` that `validate`
 holds the suite against), or, for the planners, a copy of the simulator (`lookahead`; the
 clairvoyant `bound`; the honest `expert`, which plays sampled futures from `worlds`). No I/O:
-the episode runner and the results live in `evals.serving`."""
+the episode runner and the results live in `evals.serving`. The planners search by the rubric's
+reward (`Policy.optimises`): `create` builds them with the run's weights, the others ignore them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from rubrics import DEFAULT_WEIGHTS, Weights
 
 from .base import OrderedEvictionPolicy, Policy, SimulatorPolicy, blocks_to_free, decide
 from .bound import BoundPolicy
@@ -28,14 +32,32 @@ def register(name: str, factory: Callable[[], Policy]) -> None:
     _REGISTRY[name] = factory
 
 
-def create(name: str) -> Policy:
+def create(name: str, weights: Weights = DEFAULT_WEIGHTS) -> Policy:
+    """A new policy `name`; a planner (`optimises`) is built with `weights`, the weights its
+    episodes will be scored under. ValueError for an unknown name."""
+    factory = _factory(name)
+    if optimises(name):
+        return factory(weights=weights)  # type: ignore[call-arg]
+    policy = factory()
+    if policy.optimises:  # a planner behind a factory that cannot be given the weights
+        raise TypeError(f"policy {name!r} optimises the rubric: register its class")
+    return policy
+
+
+def optimises(name: str) -> bool:
+    """Whether policy `name` searches by the rubric's reward, so that what it plays depends on
+    the weights (`Policy.optimises`). ValueError for an unknown name."""
+    factory = _factory(name)
+    return isinstance(factory, type) and issubclass(factory, Policy) and factory.optimises
+
+
+def _factory(name: str) -> Callable[[], Policy]:
     try:
-        factory = _REGISTRY[name]
+        return _REGISTRY[name]
     except KeyError:
         from kv_cache_env.suggest import unknown_name
 
         raise ValueError(unknown_name("policy", name, available(), "policies")) from None
-    return factory()
 
 
 def available() -> list[str]:
@@ -87,5 +109,6 @@ __all__ = [
     "bound_pool",
     "create",
     "decide",
+    "optimises",
     "register",
 ]

@@ -29,6 +29,9 @@ class Policy(ABC):
     keeps_state: ClassVar[bool] = False
     """Whether `act` depends on more than this turn's observation (what it saw on earlier turns,
     its own random draws): the bound reuses only stateless policies' play-outs."""
+    optimises: ClassVar[bool] = False
+    """Whether it searches by the rubric's reward (the planners): it is then built with the
+    weights it will be scored under (`weights=`; `create(name, weights)` passes the run's)."""
 
     def reset(self, seed: int) -> None:  # noqa: B027 - optional hook
         """Called before each episode with its seed (for policies with their own randomness)."""

@@ -7,7 +7,8 @@ is exact):
   offload or discard the sessions paused on a given kind of interception; compress running
   sequences to a usage target; discard least recently used KV to a target; noop), each followed
   by the best continuation policies found so far, played to the end;
-scores every finished copy with the rubric and keeps the best complete trajectory seen so far
+scores every finished copy with the rubric (under the weights it was built with: those of the
+run) and keeps the best complete trajectory seen so far
 (fortified: it is replaced only by a better one), whose next actions it then takes. Turn 0 plays
 every pool policy from the start, so the bound is never below any pool policy on an episode; the
 macros are what let it beat every fixed rule. In-process only (it needs the simulator).
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 from kv_cache_env.rl.features import compress_gain
 from kv_cache_env.sim import Action, Observation, PauseKind, Simulator, compress, evict, swap
-from rubrics import score
+from rubrics import DEFAULT_WEIGHTS, Weights, score
 
 from .base import Policy, SimulatorPolicy, blocks_to_free, decide
 from .heuristics import arrival_order
@@ -166,10 +167,10 @@ class _Best:
 
 
 def play(
-    sim: Simulator, first: list[Action] | None, policy: Policy
+    sim: Simulator, first: list[Action] | None, policy: Policy, weights: Weights
 ) -> tuple[float, list[list[Action]]]:
     """On a copy of `sim`: apply `first` this turn (or the policy's own choice when None), then
-    let `policy` play to the end. Returns (reward, actions per turn)."""
+    let `policy` play to the end. Returns (reward under `weights`, actions per turn)."""
     copy = sim.clone()
     plan: list[list[Action]] = []
     if first is not None:
@@ -179,7 +180,7 @@ def play(
         actions = decide(policy, copy)
         copy.play_turn(actions)
         plan.append(actions)
-    return score(copy.record()).reward, plan
+    return score(copy.record(), weights).reward, plan
 
 
 class BoundPolicy(SimulatorPolicy):
@@ -187,6 +188,7 @@ class BoundPolicy(SimulatorPolicy):
     keeps the best complete trajectory seen (never below a pool policy)."""
 
     name = "bound"
+    optimises = True
 
     def __init__(
         self,
@@ -196,12 +198,15 @@ class BoundPolicy(SimulatorPolicy):
         continuations: int = 2,
         pool_replays: int = 99,
         mask: str | None = None,
+        weights: Weights = DEFAULT_WEIGHTS,
     ) -> None:
         """`continuations`: how many continuation policies follow each macro (the incumbent's
         first, then the pool's best at turn 0); `pool_replays`: how many of the pool's best
         policies are replayed from every turn (all are played at turn 0). Replaying the whole
         pool every turn matters: with 3 replays a wider search beat the bound by half the
-        noop-bound range on `agent-tools`."""
+        noop-bound range on `agent-tools`. `weights`: the rubric's weights it searches under,
+        those its episode will be scored with (a bound found under other weights is no bound)."""
+        self.weights = weights
         self._pool_factories = pool
         self.macros = tuple(macros)
         self.continuations = continuations
@@ -254,7 +259,7 @@ class BoundPolicy(SimulatorPolicy):
         if carried is not None:
             self.replays_saved += 1
             return carried
-        return play(sim, None, self._pool[index])
+        return play(sim, None, self._pool[index], self.weights)
 
     def _carry(self, taken: list[Action]) -> None:
         """Keep, per follower, the first play-out of this turn that began with `taken`."""
@@ -273,7 +278,7 @@ class BoundPolicy(SimulatorPolicy):
             results = []
             for index, policy in enumerate(self._pool):
                 policy.reset(sim.seed)
-                reward, plan = play(sim, None, policy)
+                reward, plan = play(sim, None, policy, self.weights)
                 results.append(reward)
                 self._consider(reward, plan, index)
             self._ranking = sorted(range(len(self._pool)), key=lambda i: -results[i])
@@ -295,7 +300,7 @@ class BoundPolicy(SimulatorPolicy):
                 continue
             seen.add(key)
             for index in followers:
-                reward, plan = play(sim, actions, self._pool[index])
+                reward, plan = play(sim, actions, self._pool[index], self.weights)
                 self._consider(reward, plan, index)
         plan = self._best.plan
         actions = plan[0]

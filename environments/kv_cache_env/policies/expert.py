@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kv_cache_env.sim import Action, Observation, Simulator, render
+from rubrics import DEFAULT_WEIGHTS, Weights
 
 from .base import Policy, SimulatorPolicy
 from .bound import MACROS, Macro, play
@@ -122,6 +123,7 @@ class ExpertPolicy(SimulatorPolicy):
 
     name = "expert"
     keeps_state = True  # its incumbent
+    optimises = True
 
     def __init__(
         self,
@@ -132,10 +134,13 @@ class ExpertPolicy(SimulatorPolicy):
         margin: float = MARGIN,
         mask: str | None = None,
         reveal: frozenset[str] = frozenset(),
+        weights: Weights = DEFAULT_WEIGHTS,
     ) -> None:
         """`mask` removes one tool from everything it does (ablations); `reveal` tells its
         worlds some hidden parts truly (`worlds.PARTS`: measurements of what reading the signals
-        could be worth; such a planner is not honest)."""
+        could be worth; such a planner is not honest); `weights`: the rubric's weights it plans
+        under (its run's)."""
+        self.weights = weights
         self.worlds = worlds
         self._factories = tuple(pool)
         self.macros = tuple(macros)
@@ -191,7 +196,7 @@ class ExpertPolicy(SimulatorPolicy):
     def _score(self, worlds: list[Simulator], first: list[Action], follower: Policy) -> float:
         total = 0.0
         for world in worlds:
-            reward, _ = play(world, first, follower)
+            reward, _ = play(world, first, follower, self.weights)
             total += reward
         self.plays += len(worlds)
         return total / len(worlds)
@@ -201,7 +206,7 @@ class ExpertPolicy(SimulatorPolicy):
         for policy in self._pool:
             total = 0.0
             for world in worlds:
-                reward, _ = play(world, None, policy)
+                reward, _ = play(world, None, policy, self.weights)
                 total += reward
             self.plays += len(worlds)
             scores.append(total)

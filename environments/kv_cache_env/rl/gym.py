@@ -69,10 +69,11 @@ vectorization_mode="vector_entry_point", workers=2)`) plays the episodes on one
 ## Arguments
 `scenario`, `trace` (as for `kvarena eval`), `steps` (turns per episode, 1..10,000 =
 `kv_cache_env.limits.MAX_EPISODE_STEPS`; default the scenario's 15), `reward`, `weights`
-(overrides of the rubric's weights: known components, finite, |w| <= 10^6, checked when the env
-is made, as the CLI's `--weights`), `max_slots`, `max_calls_per_turn`, `seed_range`. An action
-must be a whole number in range (a NumPy integer, or a float such as 2.0): 0.5, NaN, a bool or
-an out-of-range value raises ValueError, and nothing is applied.
+(overrides of the rubric's weights as a mapping, or a `rubrics.Weights`: known components,
+finite, |w| <= 10^6, checked when the env is made by the one check the CLI's `--weights` uses;
+`env.weights` is the resulting `rubrics.Weights`), `max_slots`, `max_calls_per_turn`,
+`seed_range`. An action must be a whole number in range (a NumPy integer, or a float such as
+2.0): 0.5, NaN, a bool or an out-of-range value raises ValueError, and nothing is applied.
 
 ## Rewards
 - `reward="sparse"` (default, like the LLM environment): 0 on every step, and on the terminal
@@ -97,7 +98,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from rubrics import episode_metrics, resolve_weights, score
+from rubrics import Weights, episode_metrics, score
 
 from ..episodes import TRAIN_SEED_START, EpisodeSpec
 from ..sim import ACTIONS, Action, AgentTool, Observation, Simulator, render
@@ -130,7 +131,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         trace: str | None = None,
         steps: int | None = None,
         reward: RewardMode = "sparse",
-        weights: Mapping[str, float] | None = None,
+        weights: Mapping[str, float] | Weights | None = None,
         max_slots: int = MAX_SLOTS,
         max_calls_per_turn: int = MAX_CALLS_PER_TURN,
         seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
@@ -145,12 +146,12 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         if not 0 <= seed_range[0] < seed_range[1]:
             raise ValueError(f"seed_range must be (low, high) with 0 <= low < high: {seed_range}")
         EpisodeSpec(scenario, 0, trace, steps=steps).resolve()  # fail on a bad name now
-        resolve_weights(weights)  # unknown, non-finite or huge weights fail now, as in the CLI
+        checked = Weights(weights)  # unknown, non-finite or huge weights fail now, as in the CLI
         self.scenario = scenario
         self.trace = trace
         self.steps = steps
         self.reward_mode: RewardMode = reward
-        self.weights = dict(weights) if weights else None
+        self.weights = checked
         self.max_slots = max_slots
         self.max_calls_per_turn = max_calls_per_turn
         self.seed_range = seed_range

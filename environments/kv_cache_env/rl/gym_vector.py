@@ -64,7 +64,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, create_empty_array
 
-from rubrics import episode_metrics, resolve_weights, score
+from rubrics import DEFAULT_WEIGHTS, Weights, episode_metrics, score
 
 from ..episodes import EpisodeSpec
 from ..sim import ACTIONS, Action, Simulator, VectorSimulator, VectorStep
@@ -104,7 +104,7 @@ def observe_turn(
     *,
     max_slots: int = MAX_SLOTS,
     shaped: bool = False,
-    weights: Mapping[str, float] | None = None,
+    weights: Weights = DEFAULT_WEIGHTS,
 ) -> TurnView:
     """`VectorSimulator`'s `observe` hook (run in the worker): what `ServingTurnsEnv` computes
     after each turn, from `sim.observe(hints=False)` and the episode's record."""
@@ -144,7 +144,7 @@ class ServingTurnsVectorEnv(VectorEnv):
         trace: str | None = None,
         steps: int | None = None,
         reward: RewardMode = "sparse",
-        weights: Mapping[str, float] | None = None,
+        weights: Mapping[str, float] | Weights | None = None,
         max_slots: int = MAX_SLOTS,
         seed_range: tuple[int, int] = TRAIN_SEED_RANGE,
         *,
@@ -155,10 +155,10 @@ class ServingTurnsVectorEnv(VectorEnv):
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        resolve_weights(weights)  # a bad component name fails here, not in a worker
+        checked = Weights(weights)  # a bad component name fails here, not in a worker
         # one scalar env checks the other arguments and defines the single spaces, exactly
         single = ServingTurnsEnv(
-            scenario, trace, steps, reward, weights, max_slots, seed_range=seed_range
+            scenario, trace, steps, reward, checked, max_slots, seed_range=seed_range
         )
         self.num_envs = num_envs
         self.autoreset_mode = AutoresetMode(autoreset_mode)
@@ -171,7 +171,7 @@ class ServingTurnsVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.steps = steps
         self.reward_mode: RewardMode = reward
-        self.weights = dict(weights) if weights else None
+        self.weights = checked
         self.max_slots = max_slots
         self.seed_range = seed_range
         self.copy = copy
