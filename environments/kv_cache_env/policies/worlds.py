@@ -116,42 +116,38 @@ _CALL: dict[str, dict[str, tuple[Treatment, Treatment, Treatment]]] = {
         for f in ("pause", "pause_steps", "prompt_tokens", "output_tokens", "reasoning_tokens")
     },
 }
-_SEQUENCE: dict[str, Treatment] = {
-    "request": "container",
-    # the engine's accounting of the request, kept (its context, blocks and where they are,
-    # its clocks, which call it is on, the pauses it has seen end)
-    **dict.fromkeys(
-        (
-            "private_prompt",
-            "wait_since",
-            "not_before",
-            "status",
-            "quantization_level",
-            "generated",
-            "prefill_remaining",
-            "prefix_tokens",
-            "call",
-            "paused_since",
-            "first_token_by",
-            "gpu_blocks",
-            "cpu_blocks",
-            "outbound",
-            "inbound",
-            "prefix_held",
-            "last_access_step",
-            "token_step",
-            "admitted_order",
-            "preemptions",
-            "pauses_done",
-            "log_ratio_sum",
-        ),
-        "server",
-    ),
-    # where the call began (server accounting) + its redrawn output: a row's `out` stays
-    "call_end": "recomputed",
-    "resume_step": "recomputed",  # when the pause began + its redrawn length
-    "total_output": "recomputed",  # the redrawn request's outputs
+SEQUENCE: dict[str, tuple[Treatment, str]] = {
+    # the engine's record of one request, field by field: what a world does with it, and why
+    "request": ("container", "its fields are classified above"),
+    "private_prompt": ("server", "the context it holds past the prefix: prompts that arrived"),
+    "prefix_tokens": ("server", "the part of its context in shared prefix blocks"),
+    "generated": ("server", "the tokens it has generated (its context; recompute restores them)"),
+    "prefill_remaining": ("server", "context the server still has to compute"),
+    "quantization_level": ("server", "the precision its KV is stored at"),
+    "status": ("server", "where it is: its role"),
+    "call": ("server", "which call of its session the server is serving"),
+    "paused_since": ("server", "when the server saw its call end"),
+    "wait_since": ("server", "its client's wait clock (the oldest wait shows)"),
+    "not_before": ("server", "when the server may readmit it"),
+    "first_token_by": ("server", "the first-token deadline the server set at its return"),
+    "token_step": ("server", "when the server last sent it a token"),
+    "last_access_step": ("server", "when the server last read its KV"),
+    "admitted_order": ("server", "the server's admission counter (the trtllm fallback's order)"),
+    "preemptions": ("server", "how often the server preempted it (the queue counts them)"),
+    "gpu_blocks": ("server", "its blocks in the pool"),
+    "cpu_blocks": ("server", "its blocks on the CPU tier"),
+    "outbound": ("server", "blocks still crossing the host link to CPU"),
+    "inbound": ("server", "blocks still crossing the host link back"),
+    "prefix_held": ("server", "the prefix blocks it references in the pool"),
+    "pauses_done": ("server", "the pauses the server saw end (a row's n)"),
+    "log_ratio_sum": ("server", "their lengths over their tools' medians (a row's pace)"),
+    "call_end": ("recomputed", "where its call began (server) + its redrawn output: `out` stays"),
+    "resume_step": ("recomputed", "when its pause began + the pause's redrawn length"),
+    "total_output": ("recomputed", "the redrawn request's outputs"),
 }
+"""`Sequence`, the engine's per-request state: kept as the server's own accounting, or
+recomputed from the redrawn request (the same in every role; `server_state(role)` lists those
+kept although the role's rendering does not read them)."""
 
 
 def _treatments() -> dict[Role, dict[str, Treatment]]:
@@ -160,14 +156,14 @@ def _treatments() -> dict[Role, dict[str, Treatment]]:
         table: dict[str, Treatment] = {f"Request.{f}": t[k] for f, t in _REQUEST.items()}
         for place, calls in _CALL.items():
             table |= {f"Call.{f}@{place}": t[k] for f, t in calls.items()}
-        table |= {f"Sequence.{f}": t for f, t in _SEQUENCE.items()}
+        table |= {f"Sequence.{f}": t for f, (t, _) in SEQUENCE.items()}
         out[role] = table  # type: ignore[index]
     # the arrivals still to come: drawn afresh, every field (they have no `Sequence` yet)
     out["unarrived"] = {
         name: "container" if name == "Request.followups" else "redrawn"
         for name in record_fields()
         if not name.startswith("Sequence.")
-    } | {f"Sequence.{f}": t for f, t in _SEQUENCE.items()}
+    } | {f"Sequence.{f}": t for f, (t, _) in SEQUENCE.items()}
     return out
 
 
@@ -544,4 +540,4 @@ def _rate(scenario: Scenario, seen: int, steps: int, rng: np.random.Generator) -
     return float(rng.choice(grid, p=weights / weights.sum()))
 
 
-__all__ = ["PARTS", "TREATMENT", "FollowUp", "problems", "sample_world", "server_state"]
+__all__ = ["PARTS", "SEQUENCE", "TREATMENT", "FollowUp", "problems", "sample_world", "server_state"]
