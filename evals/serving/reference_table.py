@@ -17,8 +17,9 @@ The table is used only when everything that changes a record matches:
 - the code: a digest of the simulator, the rubric (the bound searches by reward), the policies
   (the bound's pool is every registered policy but a few) and the episode runner — of their code
   tokens, so comments and docstrings do not count (`source_digest`). The honest `expert`'s own
-  modules and the rule grid it draws from are left out (`NOT_SOURCES`): neither `noop` nor
-  `bound` runs them (tested), so changing the expert does not stale the table.
+  modules, the rule grid it draws from and what its worlds read of the renderer
+  (`sim/hidden.py`) are left out (`NOT_SOURCES`): neither `noop` nor `bound` runs them
+  (tested), so changing the expert does not stale the table.
 Anything else is computed as before. `kvarena validate` fails when the table is stale (the
 digest differs) or has drifted (an entry no longer equals a recomputed one).
 
@@ -69,10 +70,12 @@ NOT_SOURCES: tuple[str, ...] = (
     "environments/kv_cache_env/policies/expert.py",
     "environments/kv_cache_env/policies/worlds.py",
     "environments/kv_cache_env/policies/rule_grid.py",
+    "environments/kv_cache_env/sim/hidden.py",
 )
 """Files matched by `SOURCES` that no table record depends on: the `expert` planner, its world
-sampler and the grid of fixed rules it draws from (not in the bound's pool, never imported by
-a pooled policy; tested)."""
+sampler, the grid of fixed rules it draws from, and the derivation of what the observation
+shows of each request that its worlds check themselves against (not in the bound's pool, never
+imported by a pooled policy or the simulator; tested)."""
 
 REGENERATE = "nice -n 10 uv run --no-sync python scripts/reference_table.py -j 2"
 """The command that rebuilds the table (told in every message about a stale table)."""

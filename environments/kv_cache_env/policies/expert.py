@@ -1,7 +1,8 @@
 """`expert`: an honest planner, the ceiling for play that sees only what an agent sees.
 
-Every turn it draws `worlds` futures (`worlds.sample_world`: the simulator with every hidden part
-redrawn from the published signal table, given what the observation shows) and plans on them:
+Every turn it draws `worlds` futures (`worlds.sample_world`: the simulator with every part its
+rendered text does not show redrawn from the scenario's published parameters and the signal
+table, given what the text shows) and plans on them:
 - at its first turn it plays each policy of its pool from here to the end of the episode (drain
   included) in every world and adopts the best on average as its *incumbent*;
 - every turn it scores, on the same worlds (common random numbers): the incumbent's own move,
@@ -14,9 +15,12 @@ redrawn from the published signal table, given what the observation shows) and p
   policy that wins becomes the incumbent.
 Its random draws come from a generator seeded by the observation's text (and the scenario's
 name), never by the episode: it is deterministic, and two episodes whose observations agree get
-the same action whatever their hidden parts (tested, with `bound` as the negative control). It
-reads the simulator only to copy it and redraw the hidden fields (`kv_cache_env.sim.hidden`), so
-it runs in-process. It is not in the bound's pool.
+the same action whatever their hidden parts (`tests/test_honesty.py`, which changes them with
+code of its own, with `bound` as the negative control). It reads the simulator only to copy it:
+what a world keeps of each request is what the renderer reads of it in its role
+(`kv_cache_env.sim.hidden` derives that by tracing `render`), what has already happened and the
+engine's own accounting; the rest is redrawn. So it runs in-process. It is not in the bound's
+pool.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from kv_cache_env.sim import Action, Observation, Simulator, render
+from kv_cache_env.sim import Action, Observation, Simulator, parse, render
 from rubrics import DEFAULT_WEIGHTS, Weights
 
 from .base import Policy, SimulatorPolicy
@@ -163,8 +167,9 @@ class ExpertPolicy(SimulatorPolicy):
     def act_in(self, sim: Simulator) -> list[Action]:
         if not self._pool or sim.turn == 0:
             self.reset(sim.seed)
-        obs = sim.observe(hints=False)
-        rng = np.random.default_rng(_seed(sim.scenario.name, render(obs)))
+        text = render(sim.observe(hints=False))
+        obs = parse(text)  # what it reads of this turn is the text (equal to the observation)
+        rng = np.random.default_rng(_seed(sim.scenario.name, text))
         worlds = [sample_world(sim, rng, self.reveal) for _ in range(self.worlds)]
         if self._incumbent is None:
             self._incumbent = self._best_policy(worlds)
