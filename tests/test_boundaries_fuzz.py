@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, example, given, settings
 from kv_cache_env.llm.agent_loop import ModelReply, assistant_message
 from kv_cache_env.llm.model_output import MAX_ERROR_CHARS, ToolCall, tool_calls_from_openai
 from kv_cache_env.llm.provider_responses import ProviderError, anthropic_reply, openai_reply
-from kv_cache_env.llm.tools import TOOL_NAMES, run_call
+from kv_cache_env.llm.tools import run_call
+from kv_cache_env.sim import ACTIONS
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.llm.agent import call_context_tool
 from kv_context_env.sim.episode import ContextEpisode
@@ -31,7 +32,7 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
     max_leaves=20,
 )
-names = st.sampled_from([*TOOL_NAMES, "evict_blocks", "evict_message", "recall"]) | text
+names = st.sampled_from([*ACTIONS.names, "evict_blocks", "evict_message", "recall"]) | text
 seq_ids = st.sampled_from(["r1", "r2", "r77", "", " "]) | text
 arguments = (
     json_values

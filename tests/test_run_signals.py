@@ -159,7 +159,9 @@ def test_a_run_with_failed_episodes_exits_3(tmp_path, monkeypatch):
     from evals.serving import jobs
 
     real = jobs.create
-    monkeypatch.setattr(jobs, "create", lambda name: _Crashing() if name == "fifo" else real(name))
+    monkeypatch.setattr(
+        jobs, "create", lambda name, weights: _Crashing() if name == "fifo" else real(name, weights)
+    )
     out = tmp_path / "run"
     args = ["eval", "-p", "lru,fifo", "-s", "easy", "-n", "2", "--steps", "3", "-j", "1"]
     done = runner.invoke(app, [*args, "-o", str(out)])
