@@ -40,7 +40,7 @@ from rubrics.context import (
     context_score,
 )
 
-from .results import OPTIONAL_USAGE_FIELDS, USAGE_FIELDS
+from .results import OPTIONAL_USAGE_FIELDS, USAGE_FIELDS, status_problems
 
 CONTEXT_FIELDS: tuple[str, ...] = (
     "suite_version",
@@ -108,16 +108,8 @@ def validate_context(result: Mapping[str, Any]) -> list[str]:
     problems = [f"missing field {name!r}" for name in CONTEXT_FIELDS if name not in result]
     if problems:
         return problems
-    if result["status"] not in ("ok", "failed"):
-        # nothing else can be checked: which fields may be null depends on the status
-        problems.append(f"status must be 'ok' or 'failed', got {result['status']!r}")
-        return problems
-    if result["status"] == "failed":
-        if not result["error"]:
-            problems.append("a failed episode needs an error")
-        if result["reward"] is not None:
-            problems.append("a failed episode has no reward")
-        return problems
+    if result["status"] != "ok":
+        return problems + status_problems(result)
     if str(result["suite_version"]) != CONTEXT_SUITE_VERSION:
         return problems
     if set(result["components"]) != set(CONTEXT_COMPONENTS):

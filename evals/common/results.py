@@ -112,6 +112,20 @@ def dumps(result: Mapping[str, Any]) -> str:
     return json.dumps(result, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
+def status_problems(result: Mapping[str, Any]) -> list[str]:
+    """Problems of a line whose status is not "ok" (either family's schema): an unknown status
+    (nothing else can be checked: which fields may be null depends on it), or a failed episode
+    without its error or with a reward."""
+    if result["status"] != "failed":
+        return [f"status must be 'ok' or 'failed', got {result['status']!r}"]
+    problems = []
+    if not result["error"]:
+        problems.append("a failed episode needs an error")
+    if result["reward"] is not None:
+        problems.append("a failed episode has no reward")
+    return problems
+
+
 def validate(result: Mapping[str, Any]) -> list[str]:
     """Problems with a result object (empty when it conforms)."""
     problems = [f"missing field {name!r}" for name in FIELDS if name not in result]
@@ -119,16 +133,8 @@ def validate(result: Mapping[str, Any]) -> list[str]:
         return problems
     if result["schema_version"] != SCHEMA_VERSION:
         problems.append(f"schema_version {result['schema_version']!r} != {SCHEMA_VERSION}")
-    if result["status"] not in ("ok", "failed"):
-        # nothing else can be checked: which fields may be null depends on the status
-        problems.append(f"status must be 'ok' or 'failed', got {result['status']!r}")
-        return problems
-    if result["status"] == "failed":
-        if not result["error"]:
-            problems.append("a failed episode needs an error")
-        if result["reward"] is not None:
-            problems.append("a failed episode has no reward")
-        return problems
+    if result["status"] != "ok":
+        return problems + status_problems(result)
     if set(result["components"]) != set(COMPONENTS):
         problems.append(f"components must be exactly {sorted(COMPONENTS)}")
     elif (
