@@ -3,19 +3,25 @@ against a question's answer key (seed 001's reward signal: evict the wrong block
 misses the fact, ROUGE-L drops).
 
 Pure functions over strings; the `rouge_score` scorer (lower-cased, alphanumeric tokens, Porter
-stemming) is built once per process and reused.
+stemming) is built once per process and reused, on the first score: importing `rouge_score`
+pulls in nltk (about 1-2 s of CPU, much more on a loaded machine), which a command that only
+reads results never needs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cache
+from typing import TYPE_CHECKING
 
-from rouge_score import rouge_scorer
+if TYPE_CHECKING:
+    from rouge_score.rouge_scorer import RougeScorer
 
 
 @cache
-def _scorer() -> rouge_scorer.RougeScorer:
+def _scorer() -> RougeScorer:
+    from rouge_score import rouge_scorer  # imported on first use (module docstring)
+
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 
 
