@@ -41,12 +41,10 @@ from kv_cache_env.sim import (
     PauseKind,
     Request,
     Scenario,
-    Schedule,
     Simulator,
     Status,
     get_scenario,
     render,
-    run_reference,
 )
 from kv_cache_env.sim.catalogue import max_tokens, output_bounds
 
@@ -88,31 +86,11 @@ def _twin(sim: Simulator, rng: np.random.Generator) -> Simulator:
     from them recomputed: where a call ends, when a pause ends, the schedule and its reference."""
     twin = sim.clone()
     engine = twin.engine
-    scenario = twin.scenario
     t = engine.t
-    live = {id(s) for s in (*engine.running, *engine.paused, *engine.waiting)}
-    changed: dict[str, Request] = {}
-    for seq_id in list(engine.sequences):
-        seq = engine.sequences[seq_id]
-        if id(seq) not in live:  # finished and failed records are shared with `sim`
-            seq = engine.sequences[seq_id] = seq.copy()
-        start = seq.call_end - seq.call_output  # `generated` when its current call began
-        request = changed[seq_id] = _changed(seq, scenario, t, rng)
-        seq.request = request
-        seq.call_end = start + seq.call_output
-        seq.total_output = request.total_output
-        if seq.status in _BETWEEN:
-            seq.resume_step = seq.paused_since + request.followups[seq.call].pause_steps
-    engine._next_return = min((s.resume_step for s in engine.paused), default=1 << 62)
-    arrived = [changed[r.seq_id] for r in sim.schedule.requests if r.arrival_step < t]
-    schedule = Schedule(
-        requests=(*arrived, *_arrivals(sim, len(arrived), rng)), horizon=sim.schedule.horizon
-    )
-    twin.schedule = engine.schedule = schedule
-    engine._arrivals = schedule.arrivals_by_step()
-    fastest = max(r.decode_rate for r in schedule.requests)
-    engine.max_decode_blocks = -(-fastest // min(engine.tokens_per_block.values()))
-    twin.reference = run_reference(scenario, schedule)
+    changed = {
+        seq_id: _changed(seq, twin.scenario, t, rng) for seq_id, seq in engine.sequences.items()
+    }
+    twin.rewrite(changed, _arrivals(sim, len(changed), rng))
     twin.check_invariants()
     return twin
 

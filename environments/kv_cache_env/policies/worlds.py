@@ -56,12 +56,11 @@ from kv_cache_env.sim import (
     Scenario,
     Simulator,
     Status,
-    run_reference,
 )
 from kv_cache_env.sim import catalogue as cat
 from kv_cache_env.sim.hidden import ROLE_OF, ROLES, Role, read_fields, record_fields
-from kv_cache_env.sim.sequence import Sequence
-from kv_cache_env.sim.workload import Schedule, draw_followups, synthesize
+from kv_cache_env.sim.sequence import BETWEEN_CALLS, Sequence
+from kv_cache_env.sim.workload import draw_followups, synthesize
 
 Treatment = Literal[
     "shown", "bounded", "history", "identity", "redrawn", "recomputed", "server", "container"
@@ -212,8 +211,6 @@ def _checked() -> None:
 
 
 _NORMAL = NormalDist()
-_BETWEEN = (Status.PAUSED, Status.SWAPPED, Status.DISCARDED)
-"""A session whose current call has completed and whose next has not begun."""
 
 PARTS = frozenset({"pauses", "outputs", "calls", "arrivals"})
 """The hidden parts a world can be told instead of drawing (`reveal`; for measurements only)."""
@@ -239,37 +236,12 @@ def sample_world(
     for seq in engine.sequences.values():  # in arrival order
         drawn = _redraw(seq, scenario, t, plans, rng)
         redrawn[seq.seq_id] = _told(drawn, seq, reveal) if reveal else drawn
-    requests = [redrawn[r.seq_id] for r in sim.schedule.requests if r.arrival_step < t]
     if "arrivals" in reveal:
-        requests += [r for r in sim.schedule.requests if r.arrival_step >= t]
+        future = [r for r in sim.schedule.requests if r.arrival_step >= t]
     else:
-        requests += _future_arrivals(sim, len(engine.sequences), rng)
-    schedule = Schedule(requests=tuple(requests), horizon=sim.schedule.horizon)
-    _install(world, schedule, redrawn)
+        future = _future_arrivals(sim, len(engine.sequences), rng)
+    world.rewrite(redrawn, future)
     return world
-
-
-def _install(world: Simulator, schedule: Schedule, redrawn: dict[str, Request]) -> None:
-    """Point the world's engine at the redrawn requests and recompute what derives from them."""
-    engine = world.engine
-    live = {id(s) for s in (*engine.running, *engine.paused, *engine.waiting)}
-    for seq_id, request in redrawn.items():
-        seq = engine.sequences[seq_id]
-        if id(seq) not in live:  # a finished or failed record, which clones share
-            seq = engine.sequences[seq_id] = seq.copy()
-        start = seq.call_end - seq.call_output  # `generated` when its current call began
-        seq.request = request
-        seq.call_end = start + seq.call_output
-        seq.total_output = request.total_output
-        if seq.status in _BETWEEN:
-            seq.resume_step = seq.paused_since + request.followups[seq.call].pause_steps
-    engine._next_return = min((s.resume_step for s in engine.paused), default=1 << 62)
-    world.schedule = engine.schedule = schedule
-    engine._arrivals = schedule.arrivals_by_step()
-    block = engine.tokens_per_block
-    fastest = max((r.decode_rate for r in schedule.requests), default=0)
-    engine.max_decode_blocks = -(-fastest // min(block.values()))
-    world.reference = run_reference(world.scenario, schedule)
 
 
 def _told(drawn: Request, seq: Sequence, reveal: frozenset[str]) -> Request:
@@ -309,7 +281,7 @@ def _redraw(
     request = seq.request
     status, call = seq.status, seq.call
     listed = ROLE_OF[status] == "listed"
-    between = status in _BETWEEN
+    between = status in BETWEEN_CALLS
     completed = between or status is Status.FINISHED  # its current call has ended
     if listed:
         block_type, priority, rate = request.block_type, request.priority, request.decode_rate

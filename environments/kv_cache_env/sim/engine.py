@@ -50,6 +50,7 @@ One `step()`, in order (after the agent's actions):
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -61,7 +62,7 @@ from .events import BlockEvent, EventKind, Medium, Reason, Subscriber
 from .frozen import slot_constructor
 from .record import EvictionRecord
 from .scenario import Scenario
-from .sequence import Sequence
+from .sequence import BETWEEN_CALLS, Sequence
 from .types import RETENTION_PRIORITY, BlockType, Quantization, Status
 from .workload import Request, Schedule
 
@@ -173,12 +174,35 @@ class Engine:
         self._step_seconds = scenario.step_seconds
         self.tokens_per_block = {level: self.block_size * level.packing for level in Quantization}
         """Tokens one physical block holds at each precision (read-only)."""
-        self.max_decode_blocks = -(
-            -max((r.decode_rate for r in schedule.requests), default=0)
-            // min(self.tokens_per_block.values())
-        )
+        self.max_decode_blocks = self._decode_blocks_at_most(schedule)
         """Blocks one decode step can take at most for any sequence of the schedule (its
         fastest decode rate at the smallest block): `Table.decode_growth_at_most`."""
+
+    def _decode_blocks_at_most(self, schedule: Schedule) -> int:
+        fastest = max((r.decode_rate for r in schedule.requests), default=0)
+        return -(-fastest // min(self.tokens_per_block.values()))
+
+    def rewrite_requests(self, requests: Mapping[str, Request], schedule: Schedule) -> None:
+        """Give the arrived requests `requests` names other records, and the steps to come
+        `schedule`'s arrivals (a what-if copy: `Simulator.rewrite`). What the engine derived
+        from the old records is recomputed: where each current call ends (it began at the same
+        `generated`), each session's total output, when each pause ends, the next return, the
+        arrivals by step and the fastest decode growth."""
+        live = {id(s) for s in (*self.running, *self.paused, *self.waiting)}
+        for seq_id, request in requests.items():
+            seq = self.sequences[seq_id]
+            if id(seq) not in live:  # a finished or failed record, which clones share
+                seq = self.sequences[seq_id] = seq.copy()
+            start = seq.call_end - seq.call_output  # `generated` when its current call began
+            seq.request = request
+            seq.call_end = start + seq.call_output
+            seq.total_output = request.total_output
+            if seq.status in BETWEEN_CALLS:
+                seq.resume_step = seq.paused_since + request.followups[seq.call].pause_steps
+        self._next_return = min((s.resume_step for s in self.paused), default=_NEVER)
+        self.schedule = schedule
+        self._arrivals = schedule.arrivals_by_step()
+        self.max_decode_blocks = self._decode_blocks_at_most(schedule)
 
     # --- geometry ----------------------------------------------------------------------------
     def blocks_for(self, seq: Sequence, level: Quantization | None = None) -> int:

@@ -197,7 +197,7 @@ class Sequence:
     @property
     def pause(self) -> PauseKind | None:
         """Kind of the interception a paused session waits on (None when not paused)."""
-        if self.status in _PAUSED:
+        if self.status in BETWEEN_CALLS:
             return self.request.followups[self.call].pause
         return None
 
@@ -273,4 +273,6 @@ class Sequence:
 
 _new = object.__new__
 _HOLDING = (Status.RUNNING, Status.PAUSED, Status.SWAPPED)
-_PAUSED = (Status.PAUSED, Status.SWAPPED, Status.DISCARDED)
+BETWEEN_CALLS = (Status.PAUSED, Status.SWAPPED, Status.DISCARDED)
+"""A session whose current call has completed and whose next has not begun (paused on the GPU,
+offloaded, or with its KV discarded)."""

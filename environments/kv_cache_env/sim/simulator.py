@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -46,7 +46,7 @@ from .reference import Reference, run_reference
 from .scenario import Scenario
 from .sequence import Sequence
 from .types import Quantization, Status
-from .workload import Schedule, synthesize
+from .workload import Request, Schedule, synthesize
 
 UNLIMITED_BLOCKS = 1 << 40
 
@@ -415,6 +415,18 @@ class Simulator:
         clone._counts = dict(self._counts)
         clone._tables = []
         return clone
+
+    def rewrite(self, requests: Mapping[str, Request], future: Iterable[Request]) -> None:
+        """Make this simulator (a what-if copy: a planner's sampled world, a test's twin) serve
+        other request records: `requests` replaces the records of arrived requests it names,
+        `future` the arrivals still to come. What derives from them is recomputed (the engine's
+        side: `Engine.rewrite_requests`; the schedule and its reference run)."""
+        t = self.engine.t
+        arrived = [requests.get(r.seq_id, r) for r in self.schedule.requests if r.arrival_step < t]
+        schedule = Schedule(requests=(*arrived, *future), horizon=self.schedule.horizon)
+        self.engine.rewrite_requests(requests, schedule)
+        self.schedule = schedule
+        self.reference = run_reference(self.scenario, schedule)
 
     def check_invariants(self) -> None:
         self.engine.check()
