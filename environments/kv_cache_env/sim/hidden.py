@@ -175,14 +175,7 @@ def _stir(sim: Simulator, turn: int) -> list[Action]:
 def _situations(engine: Engine) -> set[str]:
     out = {f"status:{s.status}" for s in engine.sequences.values()}
     for s in engine.running:
-        if s.inbound:
-            out.add("running:loading")
-        elif s.prefill_remaining:
-            out.add("running:prefill")
-        elif s.generated < s.request.reasoning_tokens:
-            out.add("running:reasoning")
-        else:
-            out.add("running:decode")
+        out.add("running:loading" if s.inbound else f"running:{s.phase}")
         if s.call:
             out.add("running:later-call")
     for s in (*engine.running, *engine.paused):
@@ -232,31 +225,21 @@ class _Trace:
 _ACTIVE: list[_Trace] = []
 
 
-class _TracedSequence(Sequence):
-    __slots__ = ()
+def _traced(cls: type, kind: str) -> type:
+    """`cls` whose attribute reads the active trace notes (same slots: a record becomes one by
+    `__class__` assignment)."""
 
-    def __getattribute__(self, name: str) -> Any:
+    def __getattribute__(self: Any, name: str) -> Any:
         if _ACTIVE:
-            _ACTIVE[0].note(self, "Sequence", name)
+            _ACTIVE[0].note(self, kind, name)
         return object.__getattribute__(self, name)
 
-
-class _TracedRequest(Request):
-    __slots__ = ()
-
-    def __getattribute__(self, name: str) -> Any:
-        if _ACTIVE:
-            _ACTIVE[0].note(self, "Request", name)
-        return object.__getattribute__(self, name)
+    return type(f"_Traced{kind}", (cls,), {"__slots__": (), "__getattribute__": __getattribute__})
 
 
-class _TracedFollowUp(FollowUp):
-    __slots__ = ()
-
-    def __getattribute__(self, name: str) -> Any:
-        if _ACTIVE:
-            _ACTIVE[0].note(self, "FollowUp", name)
-        return object.__getattribute__(self, name)
+_TracedSequence = _traced(Sequence, "Sequence")
+_TracedRequest = _traced(Request, "Request")
+_TracedFollowUp = _traced(FollowUp, "FollowUp")
 
 
 def _place(index: int, call: int) -> Place:
