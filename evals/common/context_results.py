@@ -70,34 +70,31 @@ def context_result(
 ) -> dict[str, Any]:
     """The result object of one episode, scored under `weights` (the run's); `record=None`
     (with an `error`) marks a failed one."""
-    if record is None:
-        return {
-            "suite_version": CONTEXT_SUITE_VERSION,
-            "agent": agent,
-            "reader": reader,
-            "level": level,
-            "seed": seed,
-            "status": "failed",
-            "error": error,
-            "reward": None,
-            "components": None,
-            "metrics": None,
-            "record": None,
-        }
-    components, reward = context_score(record, weights)
-    return {
+    result: dict[str, Any] = {
         "suite_version": CONTEXT_SUITE_VERSION,
         "agent": agent,
         "reader": reader,
         "level": level,
         "seed": seed,
-        "status": "ok",
-        "error": None,
-        "reward": reward,
-        "components": components,
-        "metrics": context_metrics(record),
-        "record": record.as_dict(),
+        "status": "failed",
+        "error": error,
+        "reward": None,
+        "components": None,
+        "metrics": None,
+        "record": None,
     }
+    if record is None:
+        return result
+    components, reward = context_score(record, weights)
+    result.update(
+        status="ok",
+        error=None,
+        reward=reward,
+        components=components,
+        metrics=context_metrics(record),
+        record=record.as_dict(),
+    )
+    return result
 
 
 def validate_context(result: Mapping[str, Any]) -> list[str]:

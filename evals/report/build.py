@@ -44,11 +44,7 @@ from . import context_board
 from .context_board import ContextBoard, ContextRow
 from .display import display_name, html_text, markdown_cell
 from .ranking import RESAMPLES, Ranking, rank_agents
-from .tables import fmt as _fmt
-from .tables import html_table as _table
-from .tables import ranking_cells as _ranking_cells
-from .tables import ranking_headers as _ranking_headers
-from .tables import sort_key as _key
+from .tables import fmt, html_table, ranking_cells, ranking_headers, sort_key
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("failures", "failures/ep"),
@@ -243,7 +239,7 @@ def leaderboard(
         else r
         for r in rows
     ]
-    rows.sort(key=lambda r: (scenario_order(r.scenario), -_key(r.reward[0]), r.agent))
+    rows.sort(key=lambda r: (scenario_order(r.scenario), -sort_key(r.reward[0]), r.agent))
     return rows
 
 
@@ -279,21 +275,21 @@ def _cells(row: Row, cost: bool = False) -> list[tuple[str, float | str]]:
         (display_name(row.agent), display_name(row.agent)),
         (str(row.episodes), row.episodes),
         (str(row.failed), row.failed),
-        (reward, _key(mean)),
+        (reward, sort_key(mean)),
         (
-            _fmt(row.normalized, 2),
-            _key(row.normalized if row.normalized is not None else float("nan")),
+            fmt(row.normalized, 2),
+            sort_key(row.normalized if row.normalized is not None else float("nan")),
         ),
         (
             "–" if row.to_bound is None else f"{row.to_bound[0]:+.3f} ± {row.to_bound[1]:.3f}",
-            _key(row.to_bound[0] if row.to_bound is not None else float("nan")),
+            sort_key(row.to_bound[0] if row.to_bound is not None else float("nan")),
         ),
     ]
-    cells += [(_fmt(row.components[c], sign=True), _key(row.components[c])) for c in COMPONENTS]
-    cells += [(_fmt(row.metrics[m], 2), _key(row.metrics[m])) for m, _ in METRIC_COLUMNS]
+    cells += [(fmt(row.components[c], sign=True), sort_key(row.components[c])) for c in COMPONENTS]
+    cells += [(fmt(row.metrics[m], 2), sort_key(row.metrics[m])) for m, _ in METRIC_COLUMNS]
     if cost:
         value = row.cost if row.cost is not None else float("nan")
-        cells.append((_fmt(row.cost, 4), _key(value)))
+        cells.append((fmt(row.cost, 4), sort_key(value)))
     return cells
 
 
@@ -346,7 +342,7 @@ def render_markdown(
 def _serving_markdown(rows: Sequence[Row], ranking: Ranking, reference: str) -> list[str]:
     cost = _has_cost(rows)
     headers = _headers(cost)
-    rank_headers = _ranking_headers(ranking)
+    rank_headers = ranking_headers(ranking)
     lines = [
         f"Serving suite version {SUITE_VERSION}. "
         + ranking_note(ranking, reference, markdown_cell),
@@ -357,7 +353,7 @@ def _serving_markdown(rows: Sequence[Row], ranking: Ranking, reference: str) -> 
         "|" + "|".join("---" if h == "agent" else "---:" for h in rank_headers) + "|",
     ]
     for ranked in ranking.rows:
-        cells = _ranking_cells(ranked, ranking)
+        cells = ranking_cells(ranked, ranking)
         lines.append("| " + " | ".join(markdown_cell(text) for text, _ in cells) + " |")
     lines += [
         "",
@@ -459,12 +455,12 @@ def _serving_html(
     rows: Sequence[Row], ranking: Ranking, figs: dict[str, str], reference: str
 ) -> str:
     cost = _has_cost(rows)
-    ranking_table = _table(
+    ranking_table = html_table(
         "ranking",
-        _ranking_headers(ranking),
-        [("", _ranking_cells(r, ranking)) for r in ranking.rows],
+        ranking_headers(ranking),
+        [("", ranking_cells(r, ranking)) for r in ranking.rows],
     )
-    detail = _table(
+    detail = html_table(
         "leaderboard",
         _headers(cost),
         [("failed" if row.failed else "", _cells(row, cost)) for row in rows],
