@@ -62,9 +62,10 @@ def _disagreements(sim: Simulator) -> tuple[list[tuple[str, str, bool, bool, boo
 
 def _random_valid_calls(sim: Simulator, rng: np.random.Generator) -> None:
     """A few valid calls, offloads favoured (they make link backlogs and loading-back KV)."""
+    draws = [t.name for t in ACTIONS.targeted for _ in range(1 + t.needs_cpu_room)]
     targets = valid_targets(sim.observe(hints=False))
     for _ in range(int(rng.integers(0, 4))):
-        tool = ("swap", "swap", "compress", "evict")[int(rng.integers(0, 4))]
+        tool = draws[int(rng.integers(0, len(draws)))]
         if targets[tool]:
             sim.apply(Action(tool, str(rng.choice(targets[tool]))))
             targets = valid_targets(sim.observe(hints=False))

@@ -11,7 +11,7 @@ import pytest
 from evals.servers import local_tool_calls as ltc
 from kv_cache_env.llm.tools import call_tool, tool_schemas
 from kv_cache_env.llm.valid_calls import valid_targets
-from kv_cache_env.sim import Simulator, get_scenario, render
+from kv_cache_env.sim import ACTIONS, Simulator, get_scenario, render
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
@@ -45,7 +45,7 @@ def test_with_an_observation_each_tool_names_only_the_ids_it_is_valid_on():
             assert f'"{tool}(' not in rules["call"]
     assert "[A-Za-z] [0-9]" in rules["id"]  # the shape rule stays, unused
     # a tool valid on nothing is left out; noop stays
-    only_noop = ltc.reply_grammar(tool_schemas(), {"evict": [], "compress": [], "swap": []})
+    only_noop = ltc.reply_grammar(tool_schemas(), {t.name: [] for t in ACTIONS.targeted})
     assert dict(line.split(" ::= ", 1) for line in only_noop.splitlines())["call"] == '"noop()"'
     # not an observation (the context family's messages): shape only
     assert ltc.observation_targets([{"role": "user", "content": "hello"}]) is None
@@ -56,7 +56,7 @@ def test_llama_cpp_compiles_the_grammar_with_ids():
     from llama_cpp import llama_grammar
 
     obs = Simulator(get_scenario("chat-human"), 1).observe()
-    for targets in (valid_targets(obs), {"evict": [], "compress": [], "swap": []}):
+    for targets in (valid_targets(obs), {t.name: [] for t in ACTIONS.targeted}):
         llama_grammar.LlamaGrammar.from_string(
             ltc.reply_grammar(tool_schemas(), targets), verbose=False
         )

@@ -12,7 +12,7 @@ signal table (`expected_left`: a paused session's expected remaining pause; `evi
 the candidates' score). The tools are the action table's that take a sequence
 (`kv_cache_env.sim.ACTIONS`). Rules act on sequences on the GPU whose KV is not in flight, where
 the table's rule accepts the call (`AgentTool.valid_on`: compress while a level is left, swap
-where the private blocks fit the free CPU blocks, counted down, largest first); an evicting rule
+where the private blocks fit the free CPU blocks, counted down, largest first); a discarding rule
 never preempts a sequence that would free nothing.
 
 `screen` plays every one-liner, and every pair of the best one-liners per tool with different
@@ -50,10 +50,6 @@ def grid_tools() -> tuple[str, ...]:
     """The tools a rule applies: the action table's that take a sequence, in its order."""
     return tuple(tool.name for tool in ACTIONS.targeted)
 
-
-_WORTH: dict[str, Callable[[EntryView], bool]] = {"evict": lambda e: e.frees > 0}
-"""Where a tool is worth a rule's call beyond the table's validity (a rule's choice): an
-eviction that frees nothing only loses the sequence's work."""
 
 ENTRY_NUMERIC: dict[str, Callable[[Observation, EntryView], float]] = {
     "prio": lambda o, e: e.priority,
@@ -160,7 +156,6 @@ class OneLiner(Policy):
             return []
         entry_condition = condition is not None and condition.field not in GLOBAL_NUMERIC
         tool = ACTIONS[self.tool]
-        worth = _WORTH.get(self.tool)
         room = CpuRoom(obs.cpu_room)
         actions: list[Action] = []
         for e in obs.entries:
@@ -168,8 +163,8 @@ class OneLiner(Policy):
                 continue  # on the GPU, nothing in flight
             if entry_condition and not condition.holds(obs, e):  # type: ignore[union-attr]
                 continue
-            if not tool.valid_on(e, room) or (worth is not None and not worth(e)):
-                continue
+            if not tool.valid_on(e, room) or (tool.discards and e.frees <= 0):
+                continue  # (a discard that frees nothing only loses work)
             if tool.needs_cpu_room:
                 room.cpu_room -= e.private_blocks
             actions.append(Action(self.tool, e.seq_id))

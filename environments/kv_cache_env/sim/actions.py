@@ -128,6 +128,9 @@ class AgentTool:
     """It needs a lower precision left (one level per call: fp16 -> int8 -> int4)."""
     needs_cpu_room: bool = False
     """It needs the sequence's private blocks to fit in the free CPU blocks."""
+    discards: bool = False
+    """It throws the sequence's KV away (the sequence recomputes it): a call that frees no
+    block only loses work."""
 
     @property
     def counter(self) -> str:
@@ -260,6 +263,7 @@ ACTIONS = ActionTable(
             carry_out=_evict,
             on_offloaded=True,
             on_loading=True,
+            discards=True,
         ),
         AgentTool(
             "compress",
