@@ -140,9 +140,10 @@ class AgentTool:
     def refusal(self, entry: Target, server: Server) -> Refusal | None:
         """Why this tool cannot act on `entry` (a listed sequence) now; None when it can. The
         one validity rule: the simulator, the mask, the valid calls and the rules all ask it."""
-        if entry.moving and not entry.swapped and not self.on_loading:
+        # (each flag before the fields it needs: `evict`, on every apply, reads none of them)
+        if not self.on_loading and entry.moving and not entry.swapped:
             return Refusal.LOADING
-        if entry.swapped and not self.on_offloaded:
+        if not self.on_offloaded and entry.swapped:
             return Refusal.OFFLOADED
         if self.needs_level and entry.quantization.next_level is None:
             return Refusal.LOWEST_LEVEL
