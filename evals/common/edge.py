@@ -3,27 +3,36 @@ anything runs, and anything that still escapes becomes one line, never a traceba
 
 - `check_options`: CLI numbers are finite and within `OPTION_LIMITS` (click's own ranges let
   `nan` and `inf` through: `nan < 1` is false). The error names the option.
+- `check_seeds`: the last episode's seed (`--seed` + episodes - 1) is within `--seed`'s range.
 - `parse_weights`: `--weights` is a JSON object of known components to finite numbers with
-  magnitude at most `MAX_WEIGHT` (so a reward can always be written as JSON); it becomes the
-  family's weights value (`rubrics.weights.RubricWeights`, whose constructor is the one check),
-  which the run then passes unchanged to the rubric and the planners.
+  magnitude at most `MAX_WEIGHT` (so a reward can always be written as JSON), each named once,
+  the text at most `MAX_WEIGHTS_CHARS` long and no number longer than `MAX_NUMBER_DIGITS`
+  digits; it becomes the family's weights value (`rubrics.weights.RubricWeights`, whose
+  constructor is the one check), which the run then passes unchanged to the rubric and the
+  planners.
+- `names_option`: a comma-separated list option (`-p lru,fifo -p noop`) -> its names; an empty
+  item (`-s easy,`) is refused, a repeated name is run once with a note.
+- `check_path`: a path a user gives is refused (`name too long`) when a component is longer
+  than the file system's `NAME_MAX`, the whole is longer than `PATH_MAX`, or it is more than
+  `MAX_PATH_DEPTH` components deep, before anything opens it.
 - `check_out_dir`: an output directory that is a file, or cannot be created or written, is
   refused before the run, naming the option.
 - `SafeGroup`: the top-level handler. An unexpected exception prints `error: <type>: <message>`
   on one line and a pointer to `--debug` (or `KVARENA_DEBUG=1`), which shows the traceback.
   Exit statuses: 0 done; 1 an unexpected error, or output that cannot be written
-  (`durable.OutputError`: a full disk, an I/O error); 2 bad input (`InputError`, or a file
-  `bounded_read` refuses); 3 a run that finished with failed episodes
+  (`durable.OutputError`: a full disk, an I/O error); 2 bad input (`InputError`, a file
+  `bounded_read` refuses, or a path the system calls too long, ENAMETOOLONG); 3 a run that finished with failed episodes
   (`EXIT_EPISODES_FAILED`); 130 Ctrl-C, 143 SIGTERM. A closed output pipe (`kvarena ... |
   head`) ends quietly with 1. Every message passes the secret scrubber.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,7 +41,7 @@ import typer.core
 from typer.exceptions import TyperException
 
 from kv_cache_env.bounded_read import FileReadError
-from kv_cache_env.limits import MAX_EPISODE_STEPS
+from kv_cache_env.limits import MAX_EPISODE_STEPS, MAX_WEIGHT
 from kv_cache_env.llm.model_output import one_line
 from rubrics.weights import RubricWeights, WeightError
 
@@ -65,6 +74,17 @@ OPTION_LIMITS: dict[str, tuple[float, float]] = {
 }
 """Inclusive ranges of the numeric options (documented in the README)."""
 
+MAX_WEIGHTS_CHARS = 10_000
+"""Longest `--weights` text: far more than every component's weight written out."""
+MAX_NUMBER_DIGITS = 400
+"""Longest run of digits in one `--weights` number (its magnitude is checked after)."""
+MAX_PATH_DEPTH = 64
+"""Most components a path given on the command line may have."""
+PATH_MAX = 4096
+"""Longest path given on the command line, in bytes (Linux's PATH_MAX)."""
+NAME_MAX = 255
+"""Longest component of such a path, in bytes (the file system's own limit where it says)."""
+
 
 class InputError(ValueError):
     """Bad user input; the message names the option, or FILE:LINE."""
@@ -83,6 +103,84 @@ def check_options(values: Mapping[str, float | int | None]) -> None:
             raise InputError(f"{option}: must be between {_fmt(lo)} and {_fmt(hi)}, got {value:g}")
 
 
+def check_seeds(seed: int, episodes: int, option: str = "--seed") -> None:
+    """InputError when the last episode's seed (`seed + episodes - 1`) lies past `option`'s
+    range: every seed played is one the documentation allows."""
+    lo, hi = OPTION_LIMITS[option]
+    last = seed + episodes - 1
+    if last > hi:
+        raise InputError(
+            f"{option}: the last episode's seed ({option} + episodes - 1 = {last}) must be at "
+            f"most {_fmt(hi)}; give a smaller {option} or fewer episodes"
+        )
+
+
+def names_option(values: Iterable[str] | None, option: str) -> list[str]:
+    """`-p a,b -p c` -> ["a", "b", "c"]: InputError for an empty item (`a,,b`, `a,`, `,`);
+    a name given twice is kept once (`repeated_names` says which, for a note)."""
+    names: list[str] = []
+    for value in values or []:
+        items = [item.strip() for item in value.split(",")]
+        if not any(items):
+            raise InputError(f"{option}: the list is empty (leave the option out for the default)")
+        if not all(items):
+            raise InputError(
+                f"{option} {value[:60]!r}: an empty item in the comma-separated list "
+                "(a stray comma?)"
+            )
+        names += items
+    return list(dict.fromkeys(names))
+
+
+def repeated_names(values: Iterable[str] | None) -> list[str]:
+    """The names a list option gives more than once (each once, in order)."""
+    seen: set[str] = set()
+    repeated: dict[str, None] = {}
+    for value in values or []:
+        for name in (item.strip() for item in value.split(",")):
+            if name in seen:
+                repeated[name] = None
+            seen.add(name)
+    return list(repeated)
+
+
+def check_path(path: Path | str, option: str) -> Path:
+    """`path`, or InputError naming `option` when it is too long or too deep (the module
+    docstring's limits), before anything opens it."""
+    text = os.fsencode(path)
+    parts = [part for part in text.split(b"/") if part]
+    name_max = _name_max(Path(os.fsdecode(text)))
+    shown = os.fsdecode(text[:60]) + ("..." if len(text) > 60 else "")
+    if len(os.fsencode(os.path.abspath(path))) > PATH_MAX:
+        raise InputError(
+            f"{option} {shown}: name too long ({len(text):,} bytes; at most {PATH_MAX:,})"
+        )
+    longest = max((len(part) for part in parts), default=0)
+    if longest > name_max:
+        raise InputError(
+            f"{option} {shown}: name too long (a component of {longest:,} bytes; at most "
+            f"{name_max})"
+        )
+    if len(parts) > MAX_PATH_DEPTH:
+        raise InputError(
+            f"{option} {shown}: name too long ({len(parts)} components deep; at most "
+            f"{MAX_PATH_DEPTH})"
+        )
+    return Path(path)
+
+
+def _name_max(path: Path) -> int:
+    """NAME_MAX of the file system holding `path`'s nearest existing ancestor."""
+    probe = path.absolute()
+    for folder in (probe, *probe.parents):
+        try:
+            if folder.is_dir():
+                return int(os.pathconf(folder, "PC_NAME_MAX"))
+        except (OSError, ValueError):
+            break
+    return NAME_MAX
+
+
 def _fmt(number: float) -> str:
     return str(int(number)) if float(number).is_integer() else f"{number:g}"
 
@@ -97,8 +195,34 @@ def parse_weights(text: str | None, kind: type[W], option: str = "--weights") ->
     def no_constants(name: str) -> Any:
         raise InputError(f"{option}: {name} is not a number (weights must be finite)")
 
+    def short(literal: str) -> str:
+        if len(literal) > MAX_NUMBER_DIGITS:
+            raise InputError(
+                f"{option}: a number of {len(literal):,} characters (at most "
+                f"{MAX_NUMBER_DIGITS}; a weight's size is at most {MAX_WEIGHT:g})"
+            )
+        return literal
+
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise InputError(f"{option}: {key!r} is given twice (name each component once)")
+            seen[key] = value
+        return seen
+
+    if len(text) > MAX_WEIGHTS_CHARS:
+        raise InputError(
+            f"{option}: {len(text):,} characters of JSON (at most {MAX_WEIGHTS_CHARS:,})"
+        )
     try:
-        raw = json.loads(text, parse_constant=no_constants)
+        raw = json.loads(
+            text,
+            parse_constant=no_constants,
+            parse_int=lambda literal: int(short(literal)),
+            parse_float=lambda literal: float(short(literal)),
+            object_pairs_hook=unique_keys,
+        )
     except json.JSONDecodeError as error:
         raise InputError(f"{option}: not JSON ({error.msg} at char {error.pos})") from None
     except RecursionError:
@@ -146,6 +270,11 @@ class SafeGroup(typer.core.TyperGroup):
         except Exception as error:
             if ctx.params.get("debug") or debug_enabled():
                 raise
+            if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG:
+                # a path no check saw (one read from a file, a name built from an option)
+                where = os.fsdecode(error.filename or "")[:60]
+                typer.echo(f"error: {scrub(one_line(f'{where}...: name too long'))}", err=True)
+                raise typer.Exit(2) from None
             message = scrub(one_line(f"{type(error).__name__}: {error}", 300))
             typer.echo(
                 f"error: unexpected {message} (a bug; rerun with --debug for the traceback)",

@@ -1,4 +1,5 @@
-"""Command-line options more than one family's commands take, with one help text each."""
+"""Command-line options more than one family's commands take, with one help text each (the
+model client's `--timeout` and `--max-retries`: `eval` and `context-eval` alike)."""
 
 from __future__ import annotations
 
@@ -52,5 +53,36 @@ Workers = Annotated[
         rich_help_panel=OUTPUT_PANEL,
     ),
 ]
+Timeout = Annotated[
+    float,
+    typer.Option(
+        min=1,
+        metavar="SECONDS",
+        help="Seconds per model call: one deadline per attempt, the whole answer included.",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
+MaxRetries = Annotated[
+    int,
+    typer.Option(min=0, metavar="N", help="Retries per model call.", rich_help_panel=MODEL_PANEL),
+]
+Resume = Annotated[
+    bool,
+    typer.Option(
+        help="Keep the ok episodes already in --out and run the rest.",
+        rich_help_panel=OUTPUT_PANEL,
+    ),
+]
+Force = Annotated[
+    bool,
+    typer.Option(
+        help="Move results already in --out aside and start fresh.",
+        rich_help_panel=OUTPUT_PANEL,
+    ),
+]
+DEFAULT_TIMEOUT_S = 120.0
+"""`--timeout`'s default."""
+DEFAULT_MAX_RETRIES = 4
+"""`--max-retries`' default."""
 CPUS = os.cpu_count() or 1
 """`--workers`' default: every core."""

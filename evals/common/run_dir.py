@@ -8,7 +8,10 @@ may be one). A full disk or an I/O error stops the run with `OutputError` (one l
 `results.jsonl` on a whole line and `run.json` saying `error` with the reason.
 
 Resuming keeps every `ok` episode already in the file and runs the rest again, failed ones
-included; the final file has exactly one line per job. A line cut short by a kill is ignored.
+included; the final file has exactly one line per job. A line cut short by a kill is ignored,
+and a line of another schema or suite version than this checkout writes is dropped and run
+again (`dropped` counts them, for the run to say so). Both families' runs use it (`family`:
+serving lines are keyed by scenario, context lines by level).
 
 `run.json` is written when the run starts (status "running") and again when it ends, however
 it ends ("complete"; "interrupted" on Ctrl-C or SIGTERM; "error", with the reason in `error`),
@@ -39,7 +42,7 @@ from kv_cache_env.bounded_read import (
 from .durable import LineLog, OutputError, describe, refuse_links, write_atomic
 from .edge import InputError, check_out_dir
 from .processes import interrupts_deferred
-from .result_check import parse_line
+from .result_check import Family, parse_line
 from .results import dumps
 
 CHANGEABLE_ARGUMENTS = frozenset({"concurrency", "workers", "resume", "episodes"})
@@ -50,28 +53,50 @@ Key = tuple[str, str, int]
 
 
 def result_key(result: dict[str, Any]) -> Key:
-    return (str(result["scenario"]), str(result["agent"]), int(result["seed"]))
+    """(scenario or level, agent, seed): one job's result in either family."""
+    where = result["scenario"] if "scenario" in result else result["level"]
+    return (str(where), str(result["agent"]), int(result["seed"]))
+
+
+def suite_version(family: Family) -> str:
+    """The suite version this checkout writes into a `family` line."""
+    if family == "context":
+        from kv_context_env import CONTEXT_SUITE_VERSION
+
+        return str(CONTEXT_SUITE_VERSION)
+    from kv_cache_env.sim import SUITE_VERSION
+
+    return str(SUITE_VERSION)
 
 
 class RunDir:
-    def __init__(self, path: Path, *, resume: bool = False) -> None:
+    def __init__(self, path: Path, *, resume: bool = False, family: Family = "serving") -> None:
         self.path = path
         self.results_path = path / "results.jsonl"
         self.transcripts = path / "transcripts"
         self.kept: dict[Key, dict[str, Any]] = {}
         self.skipped_lines = 0
+        """Lines that could not be read (the last line of a killed run): run again."""
+        self.dropped = 0
+        """Lines of another schema or suite version than this checkout's: run again."""
         path.mkdir(parents=True, exist_ok=True)
         refuse_links(path, RUN_ENTRIES)
         if resume and self.results_path.exists():
+            current = suite_version(family)
             try:
                 for _, line in iter_line_bytes(self.results_path, RESULTS_LIMITS):
-                    result, _ = parse_line(line)
+                    result, problems = parse_line(line, (family,))
                     if result is None:
-                        self.skipped_lines += 1  # e.g. the last line of a killed run: run again
+                        if any(p.startswith("schema_version") for p in problems):
+                            self.dropped += 1
+                        else:
+                            self.skipped_lines += 1
                         continue
-                    key = result_key(result)
+                    if str(result["suite_version"]) != current:
+                        self.dropped += 1
+                        continue
                     if result.get("status") == "ok":
-                        self.kept[key] = result
+                        self.kept[result_key(result)] = result
             except FileReadError as error:
                 raise InputError(f"--resume: {error}") from None
         self._results: dict[Key, dict[str, Any]] = dict(self.kept)
@@ -81,6 +106,18 @@ class RunDir:
 
     def done(self, key: Key) -> bool:
         return key in self.kept
+
+    def resumed_line(self, total: int) -> str:
+        """What `--resume` kept and what it runs again, for the console."""
+        line = f"resuming {self.path}: {len(self.kept)} of {total} episodes kept"
+        if self.dropped:
+            line += (
+                f"; dropped {self.dropped} line(s) of another schema or suite version "
+                "(run again)"
+            )
+        if self.skipped_lines:
+            line += f"; {self.skipped_lines} unreadable line(s) run again"
+        return line
 
     def add(self, result: dict[str, Any]) -> None:
         """Append one episode's line (whole, fsynced); a line too long for any reader to read
@@ -128,18 +165,29 @@ RUN_ENTRIES = ("results.jsonl", "run.json", "transcripts")
 def _too_long(result: dict[str, Any], size: int) -> dict[str, Any]:
     from rubrics import Weights
 
+    from .context_results import context_result
     from .results import episode_result
 
+    error = (
+        f"the episode's result line is {size:,} bytes, over the "
+        f"{RESULTS_LIMITS.max_line_bytes:,}-byte limit of results files (a shorter replay "
+        "or fewer steps fits)"
+    )
+    if "level" in result:  # a context line
+        return context_result(
+            agent=str(result["agent"]),
+            reader=str(result["reader"]),
+            level=str(result["level"]),
+            seed=int(result["seed"]),
+            record=None,
+            error=error,
+        )
     return episode_result(
         agent=str(result["agent"]),
         scenario=str(result["scenario"]),
         seed=int(result["seed"]),
         record=None,
-        error=(
-            f"the episode's result line is {size:,} bytes, over the "
-            f"{RESULTS_LIMITS.max_line_bytes:,}-byte limit of results files (a shorter replay "
-            "or fewer steps fits)"
-        ),
+        error=error,
         usage=result.get("usage"),
         weights=Weights(result["weights"]),  # the run's (this result was scored under them)
     )

@@ -8,9 +8,26 @@ from typing import Annotated
 
 import typer
 
-from ..common.console import split_list
-from ..common.edge import InputError, check_options, parse_weights
-from ..common.options import Episodes, Out
+from ..common.console import console
+from ..common.edge import (
+    InputError,
+    check_options,
+    check_path,
+    check_seeds,
+    names_option,
+    parse_weights,
+    repeated_names,
+)
+from ..common.options import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    Episodes,
+    Force,
+    MaxRetries,
+    Out,
+    Resume,
+    Timeout,
+)
 
 Policy = Annotated[
     list[str] | None,
@@ -61,7 +78,11 @@ def context_eval_command(
     reader_base_url: ReaderBaseUrl = None,
     max_blocks: MaxBlocks = None,
     max_tokens: MaxTokens = None,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    max_retries: MaxRetries = DEFAULT_MAX_RETRIES,
     out: Out = None,
+    resume: Resume = False,
+    force: Force = False,
     weights: Weights = None,
 ) -> None:
     """The conversation-context family: which blocks of one long chat stay cached. Writes
@@ -78,17 +99,30 @@ def context_eval_command(
             "--seed": seed,
             "--max-blocks": max_blocks,
             "--max-tokens": max_tokens,
+            "--timeout": timeout,
+            "--max-retries": max_retries,
         }
     )
+    check_seeds(seed, episodes)
+    if out is not None:
+        check_path(out, "--out")
     parsed = parse_weights(weights, ContextWeights)
     if model and policy:
         raise InputError("give --policy or --model, not both")
+    if resume and force:
+        raise InputError("give --resume or --force, not both")
+    if resume and out is None:
+        raise InputError("--resume needs --out (the run directory to finish)")
+    policies, levels = names_option(policy, "--policy"), names_option(level, "--level")
+    for option, values in (("--policy", policy), ("--level", level)):
+        if repeated := repeated_names(values):
+            console.print(f"note: {option} names {', '.join(repeated)} more than once; run once")
     args = ContextEvalArgs(
-        policies=split_list(policy) or list(CONTEXT_POLICIES),
+        policies=policies or list(CONTEXT_POLICIES),
         model=model,
         base_url=base_url,
         api_key_var=api_key_var,
-        levels=split_list(level) or ["easy", "medium", "hard"],
+        levels=levels or ["easy", "medium", "hard"],
         episodes=episodes,
         seed=seed,
         reader=reader,
@@ -97,5 +131,9 @@ def context_eval_command(
         max_tokens=max_tokens or (DEFAULT_MAX_TOKENS if model and is_local(model) else 512),
         out=out or Path("runs") / datetime.now(UTC).strftime("context-%Y%m%d-%H%M%S"),
         weights=parsed,
+        timeout_s=timeout,
+        max_retries=max_retries,
+        resume=resume,
+        force=force,
     )
     run_context_command(args)

@@ -24,18 +24,21 @@ from rich.table import Table
 from kv_cache_env.llm.model_output import one_line
 from kv_cache_env.llm.provider_responses import ProviderError
 from kv_cache_env.suggest import unknown_name
+from kv_context_env import CONTEXT_SUITE_VERSION
 from kv_context_env.generator.conversation import LEVELS, generate_conversation
 from kv_context_env.policies.baselines import CONTEXT_POLICIES
 from kv_context_env.sim.episode import ContextEpisode
 from rubrics.context import ContextWeights
 
 from ..common.console import console as err_console
-from ..common.durable import LineLog, OutputError, describe, refuse_links, write_atomic
+from ..common.console import versions
+from ..common.durable import OutputError, describe, refuse_links, write_atomic
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_out_dir
 from ..common.hosted_client import openai_client
-from ..common.processes import interrupt_status, interrupts_deferred, terminate_as_interrupt
-from ..common.results import dumps
-from ..common.secrets import key_from_env
+from ..common.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S
+from ..common.processes import interrupt_status, terminate_as_interrupt
+from ..common.run_dir import RunDir, prepare_run_dir
+from ..common.secrets import key_from_env, scrub
 from ..common.stats import mean_ci
 from .run import (
     ChatReader,
@@ -68,14 +71,28 @@ class ContextEvalArgs:
     out: Path
     weights: ContextWeights
     """The context rubric's weights, checked once at the edge (`--weights`)."""
-    timeout_s: float = 120.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    """One deadline per model call attempt, the whole answer included (`--timeout`)."""
+    max_retries: int = DEFAULT_MAX_RETRIES
+    """Retries per model call (`--max-retries`), the agent's and a chat reader's."""
     max_tokens: int = 512
     """Cap on each agent reply (tool calls fit easily; a small local model rambles)."""
+    resume: bool = False
+    """Keep the ok episodes already in `out` (of this run's arguments) and run the rest."""
+    force: bool = False
+    """Move results already in `out` aside first."""
 
 
 def run_context_command(args: ContextEvalArgs) -> None:
     """Run the episodes into `args.out` and print the tables; InputError for bad arguments."""
-    check_out_dir(args.out)
+    if args.resume or args.force:
+        moved = prepare_run_dir(
+            args.out, _run_info(args, _reader_label(args)), resume=args.resume, force=args.force
+        )
+        if moved is not None:
+            err_console.print(f"moved the previous results aside to {moved}")
+    else:
+        check_out_dir(args.out)
     started = time.perf_counter()
     try:
         with terminate_as_interrupt():
@@ -110,7 +127,6 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             )
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
-    results: list[dict[str, Any]] = []
     with ExitStack() as stack:
         agent_key = ""
         agent_name = args.model
@@ -120,7 +136,7 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
                 _endpoint(args.model, args.base_url, args.out)
             )
             agent_key = _api_key(agent_base, args.api_key_var)
-        reader_label = args.reader or (args.model if args.model else "extractive")
+        reader_label = _reader_label(args)
         reader = stack.enter_context(_reader(args, reader_label, agent_name, agent_base))
         agents = [args.model] if args.model else args.policies
         jobs = [
@@ -129,26 +145,29 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             for agent in agents
             for i in range(args.episodes)
         ]
-        refuse_links(args.out, ("results.jsonl", "run.json", "transcripts"))
-        with suppress(FileNotFoundError):
-            (args.out / "results.jsonl").unlink()  # a fresh run (context-eval has no resume)
-        sink = LineLog(args.out / "results.jsonl")
-        stack.callback(sink.close)
+        # without --resume a fresh run: the kept lines are none (the file is emptied)
+        run = RunDir(args.out, resume=args.resume, family="context")
+        stack.callback(run.close)
+        if args.resume:
+            err_console.print(run.resumed_line(len(jobs)))
+        results = run.results
         status, reason = "error", None
         try:
             with _progress() as progress:
                 task = progress.add_task("episodes", total=len(jobs))
+                progress.advance(task, len(jobs) - sum(not run.done(job) for job in jobs))
                 for level, agent, seed in jobs:
+                    if run.done((level, agent, seed)):
+                        continue
                     progress.update(task, description=f"{level} {agent} seed {seed}")
                     if args.model:
                         endpoint = (agent_base, agent_key, agent_name or "")
                         result = _play_model(args, endpoint, reader, reader_label, level, seed)
                     else:
                         result = _play_baseline(args, agent, reader, reader_label, level, seed)
-                    with interrupts_deferred():  # the line and its record, or neither
-                        sink.append(dumps(result))
-                        results.append(result)
+                    run.add(result)
                     progress.advance(task)
+            results = run.finish(jobs)
             status = "complete"
         except KeyboardInterrupt:
             status = "interrupted"
@@ -160,9 +179,36 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             reason = one_line(f"{type(error).__name__}: {error}", 300)
             raise
         finally:
+            if status != "complete":
+                results = run.results
             with suppress(OutputError):  # an error on its way out says what went wrong
                 _write_info(args, reader_label, results, status, started, reason)
     return results
+
+
+def _reader_label(args: ContextEvalArgs) -> str:
+    """Who answers the questions, as results and `run.json` name it."""
+    return args.reader or (args.model if args.model else "extractive")
+
+
+def _run_info(args: ContextEvalArgs, reader_label: str) -> dict[str, Any]:
+    """`run.json` without the run's status: what `--resume` compares (`prepare_run_dir`)."""
+    return {
+        "command": "context-eval",
+        "arguments": {
+            "policies": None if args.model else args.policies,
+            "model": args.model,
+            "base_url": scrub(args.base_url) if args.base_url else None,
+            "levels": args.levels,
+            "episodes": args.episodes,
+            "seed": args.seed,
+            "reader": reader_label,
+            "max_blocks": args.max_blocks,
+            "weights": args.weights.overrides(),
+        },
+        "suite_version": CONTEXT_SUITE_VERSION,
+        "versions": versions(),
+    }
 
 
 def _write_info(
@@ -176,18 +222,7 @@ def _write_info(
     """`run.json`, written however the run ends (status complete / interrupted / error, with
     what stopped it in `error`); whole, by rename, as `durable` writes."""
     info = {
-        "command": "context-eval",
-        "arguments": {
-            "policies": None if args.model else args.policies,
-            "model": args.model,
-            "base_url": args.base_url,
-            "levels": args.levels,
-            "episodes": args.episodes,
-            "seed": args.seed,
-            "reader": reader_label,
-            "max_blocks": args.max_blocks,
-            "weights": args.weights.overrides(),
-        },
+        **_run_info(args, reader_label),
         "status": status,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_time_s": round(time.perf_counter() - started, 3),
@@ -243,7 +278,7 @@ def _play_model(
 
         async def play() -> Transcript:
             # One client per event loop: a client must not outlive the loop it was used in.
-            async with openai_client(key, base_url, args.timeout_s, 4) as client:
+            async with openai_client(key, base_url, args.timeout_s, args.max_retries) as client:
 
                 async def read(context: str, question: str) -> str:
                     if isinstance(reader, ChatReader):
@@ -331,10 +366,22 @@ def _reader(
         return
     if args.model and label == args.model:
         key = _api_key(agent_base, args.api_key_var)
-        yield ChatReader(agent_base, key, agent_name or label, args.timeout_s)
+        yield _chat_reader(args, agent_base, key, agent_name or label)
         return
     with _endpoint(label, args.reader_base_url, args.out) as (name, base):
-        yield ChatReader(base, _api_key(base, args.api_key_var), name, args.timeout_s)
+        yield _chat_reader(args, base, _api_key(base, args.api_key_var), name)
+
+
+def _chat_reader(args: ContextEvalArgs, base_url: str | None, key: str, model: str) -> ChatReader:
+    """A chat reader on the bounded client (`--timeout` per attempt, `--max-retries`)."""
+    return ChatReader(
+        base_url,
+        key,
+        model,
+        args.timeout_s,
+        max_retries=args.max_retries,
+        client_factory=lambda: openai_client(key, base_url, args.timeout_s, args.max_retries),
+    )
 
 
 @contextmanager

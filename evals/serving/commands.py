@@ -15,12 +15,18 @@ from ..common.console import console, out_console, print_named_rows
 from ..common.edge import InputError
 from ..common.options import (
     CPUS,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
     MODEL_PANEL,
     OUTPUT_PANEL,
     RUN_PANEL,
     Constrain,
     Episodes,
+    Force,
+    MaxRetries,
     Out,
+    Resume,
+    Timeout,
     Workers,
 )
 
@@ -108,16 +114,6 @@ HistoryTurns = Annotated[
         rich_help_panel=MODEL_PANEL,
     ),
 ]
-Timeout = Annotated[
-    float,
-    typer.Option(
-        min=1, metavar="SECONDS", help="Seconds per model call.", rich_help_panel=MODEL_PANEL
-    ),
-]
-MaxRetries = Annotated[
-    int,
-    typer.Option(min=0, metavar="N", help="Retries per model call.", rich_help_panel=MODEL_PANEL),
-]
 Temperature = Annotated[
     float | None,
     typer.Option(metavar="T", help="Sampling temperature.", rich_help_panel=MODEL_PANEL),
@@ -187,13 +183,6 @@ Steps = Annotated[
         rich_help_panel=RUN_PANEL,
     ),
 ]
-Resume = Annotated[
-    bool,
-    typer.Option(
-        help="Keep the ok episodes already in --out and run the rest.",
-        rich_help_panel=OUTPUT_PANEL,
-    ),
-]
 Weights = Annotated[
     str | None,
     typer.Option(
@@ -201,13 +190,6 @@ Weights = Annotated[
         help="Rubric weight overrides as JSON, e.g. '{\"latency_penalty\": 0.1}': every episode "
         "is scored under them and the planners (bound, expert, lookahead) search under them.",
         rich_help_panel=RUN_PANEL,
-    ),
-]
-Force = Annotated[
-    bool,
-    typer.Option(
-        help="Move results already in --out aside and start fresh.",
-        rich_help_panel=OUTPUT_PANEL,
     ),
 ]
 Wide = Annotated[
@@ -229,8 +211,8 @@ def eval_command(
     prompt_cache: PromptCache = None,
     concurrency: Concurrency = 4,
     history_turns: HistoryTurns = None,
-    timeout: Timeout = 120.0,
-    max_retries: MaxRetries = 4,
+    timeout: Timeout = DEFAULT_TIMEOUT_S,
+    max_retries: MaxRetries = DEFAULT_MAX_RETRIES,
     temperature: Temperature = None,
     sampling_seed: SamplingSeed = None,
     max_tokens: MaxTokens = None,

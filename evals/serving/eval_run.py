@@ -22,9 +22,18 @@ from kv_cache_env.suggest import unknown_name
 from kv_cache_env.traces import TraceError
 from rubrics import Weights
 
-from ..common.console import console, progress, split_list, summary_line, versions
+from ..common.console import console, progress, summary_line, versions
 from ..common.durable import OutputError
-from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_options, parse_weights
+from ..common.edge import (
+    EXIT_EPISODES_FAILED,
+    InputError,
+    check_options,
+    check_path,
+    check_seeds,
+    names_option,
+    parse_weights,
+    repeated_names,
+)
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
 from ..common.secrets import scrub
@@ -112,7 +121,7 @@ def run_eval(args: EvalArgs) -> None:
     run = RunDir(out, resume=args.resume)
     pending = [job for job in jobs if not run.done(job.key)]
     if args.resume:
-        console.print(f"resuming {out}: {len(jobs) - len(pending)} of {len(jobs)} episodes kept")
+        console.print(run.resumed_line(len(jobs)))
     with _closing(run, run_info, started, len(jobs)):
         write_run_info(out, run_info, run.results, "running", started)
         _execute(pending, args, spec, local_server, run)
@@ -206,18 +215,26 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
         raise InputError("--sampling-seed: the Anthropic Messages API takes no seed")
     if args.api_key_var is None:
         args.api_key_var = "ANTHROPIC_API_KEY" if args.api == "anthropic" else "OPENAI_API_KEY"
+    check_seeds(args.seed, 1 if args.full else args.episodes)
+    if args.out is not None:
+        check_path(args.out, "--out")
+    if args.trace is not None:
+        check_path(args.trace, "--trace")
+    policy_names = names_option(args.policy, "--policy")
+    scenario_names = names_option(args.scenario, "--scenario")
     for option, values in (("--policy", args.policy), ("--scenario", args.scenario)):
-        if values is not None and not split_list(values):
-            raise InputError(f"{option}: the list is empty (leave the option out for the default)")
-    names = [args.model] if args.model else (split_list(args.policy) or list(policies.BUILTIN))
+        if repeated := repeated_names(values):
+            console.print(f"note: {option} names {', '.join(repeated)} more than once; run once")
+    names = [args.model] if args.model else (policy_names or list(policies.BUILTIN))
     if not args.model:
         for name in names:
             try:
                 policies.create(name)
             except ValueError as error:
                 raise InputError(str(error)) from None
-    tiers = split_list(args.scenario) or (["medium"] if args.trace else list(SUITE))
-    tiers = [canonical_scenario_name(tier) for tier in tiers]  # a former name: results say the new
+    tiers = scenario_names or (["medium"] if args.trace else list(SUITE))
+    # a former name: results say the new (and a former and a new name of one tier run once)
+    tiers = list(dict.fromkeys(canonical_scenario_name(tier) for tier in tiers))
     for tier in tiers:
         if tier not in SCENARIOS:
             raise InputError(unknown_name("scenario", tier, SCENARIOS))

@@ -6,7 +6,9 @@ verifiers taskset use it, so it lives below both. (The keyless default is
 
 from __future__ import annotations
 
+import asyncio
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,14 +22,19 @@ from .agent import reader_messages
 class ChatReader:
     """A chat model as the reader: the visible context as text, then the question.
 
-    `__call__` (policy runs) uses a synchronous client; the LLM agent loop calls `answer` with
-    the asynchronous client of its own event loop (a client must not outlive its loop)."""
+    `__call__` (policy runs) uses a synchronous client, or, given `client_factory` (a callable
+    returning an async OpenAI client, such as the CLI's bounded one), a fresh async client per
+    question on its own event loop; the LLM agent loop calls `answer` with the asynchronous
+    client of its own event loop (a client must not outlive its loop)."""
 
     base_url: str | None
     api_key: str
     model: str
     timeout_s: float = 120.0
     max_tokens: int = 64
+    max_retries: int = 2
+    """Retries per question (the synchronous client's; `answer` uses its client's)."""
+    client_factory: Callable[[], Any] | None = None
     _sync: Any = None
 
     async def answer(self, client: Any, context: str, question: str) -> str:
@@ -41,11 +48,22 @@ class ChatReader:
         return html.unescape(reply.content or "").strip()
 
     def __call__(self, episode: ContextEpisode, question: str) -> str:
+        if self.client_factory is not None:
+            factory = self.client_factory
+
+            async def ask() -> str:
+                async with factory() as client:
+                    return await self.answer(client, episode.visible_text(), question)
+
+            return asyncio.run(ask())
         if self._sync is None:
             import openai
 
             self._sync = openai.OpenAI(
-                api_key=self.api_key, base_url=self.base_url, timeout=self.timeout_s
+                api_key=self.api_key,
+                base_url=self.base_url,
+                timeout=self.timeout_s,
+                max_retries=self.max_retries,
             )
         for attempt in range(self._sync.max_retries + 1):
             raw = self._sync.chat.completions.with_raw_response.create(
