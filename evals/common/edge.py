@@ -21,9 +21,9 @@ anything runs, and anything that still escapes becomes one line, never a traceba
   on one line and a pointer to `--debug` (or `KVARENA_DEBUG=1`), which shows the traceback.
   Exit statuses: 0 done; 1 an unexpected error, or output that cannot be written
   (`durable.OutputError`: a full disk, an I/O error); 2 bad input (`InputError`, a file
-  `bounded_read` refuses, or a path the system calls too long, ENAMETOOLONG); 3 a run that finished with failed episodes
-  (`EXIT_EPISODES_FAILED`); 130 Ctrl-C, 143 SIGTERM. A closed output pipe (`kvarena ... |
-  head`) ends quietly with 1. Every message passes the secret scrubber.
+  `bounded_read` refuses, or a path the system calls too long, ENAMETOOLONG); 3 a run that
+  finished with failed episodes (`EXIT_EPISODES_FAILED`); 130 Ctrl-C, 143 SIGTERM. A closed
+  output pipe (`kvarena ... | head`) ends quietly with 1. Every message passes the secret scrubber.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def check_options(values: Mapping[str, float | int | None]) -> None:
 def check_seeds(seed: int, episodes: int, option: str = "--seed") -> None:
     """InputError when the last episode's seed (`seed + episodes - 1`) lies past `option`'s
     range: every seed played is one the documentation allows."""
-    lo, hi = OPTION_LIMITS[option]
+    hi = OPTION_LIMITS[option][1]
     last = seed + episodes - 1
     if last > hi:
         raise InputError(

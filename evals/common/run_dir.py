@@ -112,8 +112,7 @@ class RunDir:
         line = f"resuming {self.path}: {len(self.kept)} of {total} episodes kept"
         if self.dropped:
             line += (
-                f"; dropped {self.dropped} line(s) of another schema or suite version "
-                "(run again)"
+                f"; dropped {self.dropped} line(s) of another schema or suite version (run again)"
             )
         if self.skipped_lines:
             line += f"; {self.skipped_lines} unreadable line(s) run again"
