@@ -27,6 +27,7 @@ from kv_cache_env.suggest import unknown_name
 from kv_context_env import CONTEXT_SUITE_VERSION
 from kv_context_env.generator.conversation import LEVELS, generate_conversation
 from kv_context_env.policies.baselines import CONTEXT_POLICIES
+from kv_context_env.sim.archive import ArchiveWriteError
 from kv_context_env.sim.episode import ContextEpisode
 from rubrics.context import ContextWeights
 
@@ -38,7 +39,7 @@ from ..common.hosted_client import openai_client
 from ..common.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir
-from ..common.secrets import key_from_env, scrub
+from ..common.secrets import BadKeyError, key_from_env, scrub
 from ..common.stats import mean_ci
 from .run import (
     ChatReader,
@@ -102,6 +103,12 @@ def run_context_command(args: ContextEvalArgs) -> None:
     except KeyboardInterrupt as error:
         err_console.print(f"[yellow]interrupted:[/yellow] finished episodes are in {args.out}")
         raise typer.Exit(interrupt_status(error)) from None
+    except OutputError:
+        err_console.print(
+            f"the finished episodes are kept in {args.out / 'results.jsonl'}; once the output "
+            f"can be written again, finish with --resume --out {args.out}"
+        )
+        raise
     print_context_tables(results)
     err_console.print(
         f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'} in "
@@ -160,11 +167,16 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
                     if run.done((level, agent, seed)):
                         continue
                     progress.update(task, description=f"{level} {agent} seed {seed}")
-                    if args.model:
-                        endpoint = (agent_base, agent_key, agent_name or "")
-                        result = _play_model(args, endpoint, reader, reader_label, level, seed)
-                    else:
-                        result = _play_baseline(args, agent, reader, reader_label, level, seed)
+                    try:
+                        if args.model:
+                            endpoint = (agent_base, agent_key, agent_name or "")
+                            result = _play_model(args, endpoint, reader, reader_label, level, seed)
+                        else:
+                            result = _play_baseline(args, agent, reader, reader_label, level, seed)
+                    except ArchiveWriteError as error:  # the episode's archive: a full disk
+                        raise OutputError(
+                            f"cannot write {error.filename}: {describe(error)}"
+                        ) from None
                     run.add(result)
                     progress.advance(task)
             results = run.finish(jobs)
@@ -295,6 +307,8 @@ def _play_model(
             return context_result(
                 agent=agent, reader=reader_label, level=level, seed=seed, record=None, error=message
             )
+        except ArchiveWriteError:
+            raise  # the disk, not the episode: the run stops (and --resume finishes it)
         except Exception as error:  # a bug fails this episode, not the run (reason kept)
             message = one_line(f"unexpected {type(error).__name__}: {error}", 500)
             return context_result(
@@ -324,7 +338,10 @@ def _play_model(
 
 def _api_key(base_url: str | None, api_key_var: str) -> str:
     """The key from the environment; a loopback endpoint needs none. Never written anywhere."""
-    key = key_from_env(api_key_var, base_url)
+    try:
+        key = key_from_env(api_key_var, base_url)
+    except BadKeyError as error:
+        raise ContextEvalError(str(error)) from None
     if key is not None:
         return key
     raise ContextEvalError(f"environment variable {api_key_var} is not set")

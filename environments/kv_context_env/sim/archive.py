@@ -14,14 +14,21 @@ Storage contract:
 A column beyond seed 000's turn row: `tool_text`, the turn's tool outputs (indexed for recall
 like the user and assistant text: a fact read from a file is found again).
 
+Storage failures: a full disk, an I/O error or a file that cannot be opened raises
+`ArchiveWriteError` (an OSError naming the file and the reason: "database or disk is full"),
+never a bare `sqlite3.OperationalError`, so a caller maps it to its "cannot write FILE" error.
+
 Ranking: `recall` orders turns by the agent's query alone (FTS5 bm25, ties by the older turn).
 Nothing hidden from the agent (such as which facts a later turn restated) takes part.
 """
 
 from __future__ import annotations
 
+import errno
 import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -63,6 +70,32 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{t}"' for t in terms)
 
 
+class ArchiveWriteError(OSError):
+    """The archive's file cannot be written or read (see the module docstring)."""
+
+
+_STORAGE_ERRNOS = {
+    sqlite3.SQLITE_FULL: errno.ENOSPC,
+    sqlite3.SQLITE_IOERR: errno.EIO,
+    sqlite3.SQLITE_CANTOPEN: errno.ENOENT,
+    sqlite3.SQLITE_READONLY: errno.EROFS,
+}
+"""SQLite's primary result codes of a storage failure, with the errno that says it."""
+
+
+@contextmanager
+def storage_errors(path: str | Path) -> Iterator[None]:
+    """Turn SQLite's storage failures on `path` into `ArchiveWriteError`; other errors (a bad
+    query: a bug) pass unchanged."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        code = getattr(error, "sqlite_errorcode", None)
+        if code is None or code & 0xFF not in _STORAGE_ERRNOS:
+            raise
+        raise ArchiveWriteError(_STORAGE_ERRNOS[code & 0xFF], str(error), str(path)) from None
+
+
 def _turn(row: tuple[int, int, str, str, str]) -> ArchivedTurn:
     u, a, user, assistant, tool = row
     return ArchivedTurn(u, a, user, assistant, tool)
@@ -78,14 +111,23 @@ class TurnArchive:
         self.path = str(path)
         self.episode = episode
         # Autocommit mode: transactions are the explicit BEGIN ... COMMIT in `archive`.
-        self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        with storage_errors(self.path):
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+            except BaseException:
+                self._db.close()
+                raise
 
     def archive(self, turn: ArchivedTurn, step: int) -> bool:
         """Store `turn`, archived at `step`, in one transaction. False if this episode already
         has a turn for `turn.user_index` (nothing is written)."""
+        with storage_errors(self.path):
+            return self._archive(turn, step)
+
+    def _archive(self, turn: ArchivedTurn, step: int) -> bool:
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -105,7 +147,8 @@ class TurnArchive:
                 ),
             ).fetchall()
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite may have rolled back itself (a full disk)
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
         return bool(rows)
@@ -118,14 +161,15 @@ class TurnArchive:
         match = fts_query(query)
         if not match:
             return []
-        rows = self._db.execute(
-            "SELECT t.user_index, t.assistant_index, t.user_text, t.assistant_text,"
-            " t.tool_text"
-            " FROM turns_fts JOIN turns AS t ON t.id = turns_fts.rowid"
-            " WHERE turns_fts MATCH ? AND t.episode = ?"
-            " ORDER BY bm25(turns_fts), t.user_index LIMIT ?",
-            (match, self.episode, k),
-        ).fetchall()
+        with storage_errors(self.path):
+            rows = self._db.execute(
+                "SELECT t.user_index, t.assistant_index, t.user_text, t.assistant_text,"
+                " t.tool_text"
+                " FROM turns_fts JOIN turns AS t ON t.id = turns_fts.rowid"
+                " WHERE turns_fts MATCH ? AND t.episode = ?"
+                " ORDER BY bm25(turns_fts), t.user_index LIMIT ?",
+                (match, self.episode, k),
+            ).fetchall()
         return [_turn(row) for row in rows]
 
     def count(self) -> int:

@@ -44,7 +44,7 @@ from kv_context_env.types import (
     Question,
 )
 
-from .archive import TurnArchive
+from .archive import ArchiveWriteError, TurnArchive
 from .cache import BlockCache
 from .scoring import rouge_l
 from .tracker import ContextTracker
@@ -224,14 +224,24 @@ class ContextEpisode:
         self.conversation = conversation
         self.max_blocks = max_blocks or LEVELS[conversation.level].max_blocks
         self.block_size = block_size
-        self._tmp = None if archive_dir is not None else tempfile.mkdtemp(prefix="kvctx-")
-        folder = Path(archive_dir) if archive_dir is not None else Path(str(self._tmp))
-        folder.mkdir(parents=True, exist_ok=True)
         key = f"{conversation.level}-{conversation.seed}"
-        self.archive_path = folder / f"archive-{key}.sqlite"
-        for stale in (self.archive_path, *folder.glob(f"{self.archive_path.name}-*")):
-            stale.unlink(missing_ok=True)  # a new episode starts with an empty archive
-        self.archive = TurnArchive(self.archive_path, key)
+        self._tmp: str | None = None
+        try:  # a full or failing disk: ArchiveWriteError, as the archive's own writes say it
+            if archive_dir is None:
+                self._tmp = tempfile.mkdtemp(prefix="kvctx-")
+            folder = Path(archive_dir) if archive_dir is not None else Path(str(self._tmp))
+            folder.mkdir(parents=True, exist_ok=True)
+            self.archive_path = folder / f"archive-{key}.sqlite"
+            for stale in (self.archive_path, *folder.glob(f"{self.archive_path.name}-*")):
+                stale.unlink(missing_ok=True)  # a new episode starts with an empty archive
+            self.archive = TurnArchive(self.archive_path, key)
+        except OSError as error:
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+            if isinstance(error, ArchiveWriteError):
+                raise
+            where = error.filename or archive_dir or tempfile.gettempdir()
+            raise ArchiveWriteError(error.errno, error.strerror, str(where)) from None
         self.cache = BlockCache(self.max_blocks, block_size)
         self.tracker = ContextTracker(self.archive, block_size)
         self.cache_index: dict[int, int] = {}
