@@ -74,7 +74,7 @@ def test_a_vector_action_must_be_whole_numbers_in_range():
         ({"scenario": "nope"}, "nope"),
         ({"trace": "no-such-trace.jsonl"}, "no such trace file"),
         ({"scenario": 5}, "must be a name"),
-        ({"seed": -3}, "must be >= 0"),
+        ({"seed": -3}, "must be between 0 and"),
         ({"seed": 1.5}, "must be an integer"),
         ({"colour": "red"}, "unknown reset options"),
     ],

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .limits import MAX_EPISODE_STEPS
+from .limits import MAX_EPISODE_STEPS, whole_number
 from .sim import Scenario, Schedule, Simulator, get_scenario
 from .traces.replay import Trace, load_trace, trace_scenario, trace_schedule
 
@@ -43,8 +43,8 @@ class EpisodeSpec:
         return f"trace:{Path(self.trace).name}" if self.trace else self.scenario
 
     def resolve(self) -> tuple[Scenario, Schedule | None]:
-        if self.steps is not None and not 1 <= self.steps <= MAX_EPISODE_STEPS:
-            raise ValueError(f"steps must be between 1 and {MAX_EPISODE_STEPS}, got {self.steps}")
+        if self.steps is not None:
+            whole_number(self.steps, "steps", 1, MAX_EPISODE_STEPS)
         base = get_scenario(self.scenario)
         changes: dict[str, object] = {}
         if self.steps is not None:

@@ -9,11 +9,15 @@ number from a trace file passes through here where its record is parsed, so a ba
   bogus timestamp (1e12 ms) would otherwise ask for billions of steps.
 - `MAX_EPISODE_STEPS`, `MAX_WEIGHT`: the episode length and rubric weights every entry point
   (the CLI, the Gymnasium envs) accepts.
+- `MAX_GYM_SLOTS`, `MAX_GYM_CALLS_PER_TURN`, `MAX_SEED`: the Gymnasium envs' size arguments and
+  seeds. `whole_number` is the one check of such an argument: an integer (a NumPy integer too;
+  never a bool, a float or a string) within an inclusive range, or ValueError naming it.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 
 MAX_REQUEST_TOKENS = 1 << 20
 MAX_TRACE_SPAN_S = 8 * 24 * 3600
@@ -23,6 +27,14 @@ a `hard` episode's arrivals takes ~0.6 s per 1,000 steps here (10,000: seconds; 
 over 45 s inside `reset`). A `--full` trace replay sets its own length from the trace."""
 MAX_WEIGHT = 1e6
 """Largest |weight| of a rubric component (`--weights`, `weights=`): rewards stay finite."""
+MAX_GYM_SLOTS = 4096
+"""Most observation rows (`max_slots`) a Gymnasium env may be made with. Each row is 31 float32
+features and three mask entries, so 4,096 rows are ~0.5 MB an observation; the suite's busiest
+episodes show 89 sequences. (10^8 rows asked for 12 GB and ran past 45 s in `reset`.)"""
+MAX_GYM_CALLS_PER_TURN = 4096
+"""Most tool calls one turn of `kvcache/Serving-v0` may take before it ends by itself."""
+MAX_SEED = 2**63 - 1
+"""Largest episode seed (a signed 64-bit integer, as NumPy's generators take it)."""
 
 
 def check_tokens(number: int, name: str) -> int:
@@ -59,3 +71,20 @@ def check_span(seconds: float, name: str) -> None:
             f"{name} is {seconds:.6g} s from the trace's start; it must lie within "
             f"[0, {MAX_TRACE_SPAN_S}] s (the longest trace span a replay accepts)"
         )
+
+
+def whole_number(value: object, name: str, low: int, high: int) -> int:
+    """`value` as an int when it is an integer (Python or NumPy, not a bool) in [low, high];
+    ValueError naming `name` and the range otherwise."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise ValueError(f"{name} must be an integer in {low}..{high}, got a bool ({value!r})")
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        shown = repr(value)[:40]
+        raise ValueError(f"{name} must be an integer in {low}..{high}, got {shown}") from None
+    if not low <= number <= high:
+        digits = len(str(number))
+        shown = str(number) if digits <= 24 else f"an integer of {digits} digits"
+        raise ValueError(f"{name} must be between {low} and {high}, got {shown}")
+    return number

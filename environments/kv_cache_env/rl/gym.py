@@ -101,6 +101,7 @@ from gymnasium import spaces
 from rubrics import Weights, episode_metrics, score
 
 from ..episodes import TRAIN_SEED_START, EpisodeSpec
+from ..limits import MAX_GYM_CALLS_PER_TURN, MAX_GYM_SLOTS, MAX_SEED, whole_number
 from ..sim import ACTIONS, Action, AgentTool, Observation, Simulator, render
 from ..sim.actions import ActionKind
 from .features import (
@@ -141,10 +142,15 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
             raise ValueError(f"reward must be 'sparse' or 'shaped', got {reward!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if max_slots < 1 or max_calls_per_turn < 1:
-            raise ValueError("max_slots and max_calls_per_turn must be >= 1")
-        if not 0 <= seed_range[0] < seed_range[1]:
-            raise ValueError(f"seed_range must be (low, high) with 0 <= low < high: {seed_range}")
+        max_slots = whole_number(max_slots, "max_slots", 1, MAX_GYM_SLOTS)
+        max_calls_per_turn = whole_number(
+            max_calls_per_turn, "max_calls_per_turn", 1, MAX_GYM_CALLS_PER_TURN
+        )
+        seed_range = checked_seed_range(seed_range)
+        if not isinstance(scenario, str):
+            raise ValueError(f"scenario must be a name, got {scenario!r}"[:120])
+        if trace is not None and not isinstance(trace, str | Path):
+            raise ValueError(f"trace must be a name or path, got {trace!r}"[:120])
         EpisodeSpec(scenario, 0, trace, steps=steps).resolve()  # fail on a bad name now
         checked = Weights(weights)  # unknown, non-finite or huge weights fail now, as in the CLI
         self.scenario = scenario
@@ -177,8 +183,10 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        super().reset(seed=seed)
+        if seed is not None:
+            seed = whole_number(seed, "seed", 0, MAX_SEED)
         scenario, trace, chosen = reset_options(options, self.scenario, self.trace)
+        super().reset(seed=seed)
         if chosen is not None:
             episode_seed = chosen
         else:
@@ -377,6 +385,8 @@ def reset_options(
 ) -> tuple[str, str | None, int | None]:
     """(scenario, trace, episode seed or None) after `reset(options=...)`; ValueError for an
     unknown option or a value of the wrong type, before anything is stored."""
+    if options is not None and not isinstance(options, Mapping):
+        raise ValueError(f"options must be a dict of option -> value, got {options!r}"[:120])
     options = dict(options or {})
     unknown = set(options) - {"seed", "scenario", "trace"}
     if unknown:
@@ -391,12 +401,17 @@ def reset_options(
         trace = None if options["trace"] is None else str(options["trace"])
     seed = options.get("seed")
     if seed is not None:
-        if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer):
-            raise ValueError(f"options['seed'] must be an integer, got {seed!r}")
-        if not 0 <= int(seed) < 2**63:
-            raise ValueError(f"options['seed'] must be >= 0, got {seed}")
-        seed = int(seed)
+        seed = whole_number(seed, "options['seed']", 0, MAX_SEED)
     return scenario, trace, seed
+
+
+def checked_seed_range(seed_range: object) -> tuple[int, int]:
+    """`seed_range` as (low, high) integers with 0 <= low < high <= MAX_SEED; ValueError."""
+    if not isinstance(seed_range, tuple | list) or len(seed_range) != 2:
+        raise ValueError(f"seed_range must be (low, high), got {seed_range!r}"[:120])
+    low = whole_number(seed_range[0], "seed_range's low", 0, MAX_SEED - 1)
+    high = whole_number(seed_range[1], "seed_range's high", low + 1, MAX_SEED)
+    return low, high
 
 
 def action_mask(

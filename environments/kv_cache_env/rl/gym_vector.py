@@ -67,6 +67,7 @@ from gymnasium.vector.utils import batch_space, create_empty_array
 from rubrics import DEFAULT_WEIGHTS, Weights, episode_metrics, score
 
 from ..episodes import EpisodeSpec
+from ..limits import MAX_SEED, whole_number
 from ..sim import ACTIONS, Action, Simulator, VectorSimulator, VectorStep
 from .features import MAX_SLOTS, global_features, slot_features
 from .gym import (
@@ -79,6 +80,9 @@ from .gym import (
     row_calls,
     turns_action_mask,
 )
+
+MAX_NUM_ENVS = 4096
+"""Most sub-envs (and worker processes) one vector env may hold."""
 
 
 class TurnView(NamedTuple):
@@ -153,8 +157,8 @@ class ServingTurnsVectorEnv(VectorEnv):
         mp_context: str | None = None,
         copy: bool = True,
     ) -> None:
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        num_envs = whole_number(num_envs, "num_envs", 1, MAX_NUM_ENVS)
+        workers = whole_number(workers, "workers", 0, MAX_NUM_ENVS)
         checked = Weights(weights)  # a bad component name fails here, not in a worker
         # one scalar env checks the other arguments and defines the single spaces, exactly
         single = ServingTurnsEnv(
@@ -209,12 +213,17 @@ class ServingTurnsVectorEnv(VectorEnv):
         n = self.num_envs
         if seed is None:
             seeds: list[int | None] = [None] * n
-        elif isinstance(seed, int | np.integer):
-            seeds = [int(seed) + i for i in range(n)]
+        elif isinstance(seed, int | np.integer) and not isinstance(seed, bool):
+            first = whole_number(seed, "seed", 0, MAX_SEED - n + 1)
+            seeds = [first + i for i in range(n)]
         else:
-            seeds = list(seed)
+            if not isinstance(seed, Sequence | np.ndarray) or isinstance(seed, str):
+                raise ValueError(f"seed must be an integer or {n} of them, got {seed!r}"[:120])
+            seeds = [None if s is None else whole_number(s, "seed", 0, MAX_SEED) for s in seed]
             if len(seeds) != n:
                 raise ValueError(f"need {n} seeds (one per sub-env), got {len(seeds)}")
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(f"options must be a dict of option -> value, got {options!r}"[:120])
         options = dict(options or {})
         reset_mask = options.pop("reset_mask", None)
         unknown = set(options) - {"seed", "scenario", "trace"}
@@ -234,6 +243,10 @@ class ServingTurnsVectorEnv(VectorEnv):
                 raise RuntimeError("the first reset() must reset every sub-env")
         episode_seed = options.get("seed")
         if episode_seed is not None and not isinstance(episode_seed, int | np.integer):
+            if not isinstance(episode_seed, Sequence | np.ndarray) or isinstance(episode_seed, str):
+                raise ValueError(
+                    f"options['seed'] must be an integer or {n} of them, got {episode_seed!r}"[:120]
+                )
             episode_seed = list(episode_seed)
             if len(episode_seed) != n:
                 raise ValueError(
