@@ -53,6 +53,11 @@ from .values import VERDICT_SCORES, judge_answer, person_normalised
 MessageState = Literal["resident", "partial", "evicted"]
 RECALL_K = 1
 """Archived turns a `recall` brings back."""
+MAX_RECALL_QUERY_CHARS = 2000
+"""Longest `recall` query: a longer one is an invalid action (counted, nothing searched, the
+episode goes on). A search's time grows with the query's words (~16 ms a 1,000-character query
+over a hard episode's archive); the longest sentence of a generated conversation is ~400
+characters and its longest message ~1,450, so every query a baseline builds fits."""
 RECALL_SEARCH_S = 0.1
 """Fixed latency of one archive search, found or not: an access outside the GPU's KV-cache
 (seed 003: "each CPU access adds 0.1-0.3 latency"; the low end, as the serving simulator's
@@ -371,6 +376,12 @@ class ContextEpisode:
         turn's user message, so a reader can place it in time. The recall's latency
         (`recall_latency_s` of the tokens it brought back) is added to the record."""
         self._check_actionable()
+        if len(query) > MAX_RECALL_QUERY_CHARS:
+            self._n.invalid_actions += 1
+            raise ActionError(
+                f"a recall query of {len(query):,} characters; at most "
+                f"{MAX_RECALL_QUERY_CHARS:,} (a few words of what to find)"
+            )
         self._n.recalls += 1
         live = {u for u, i in self._recalled.items() if self.cache.fully_resident(i)}
         found = [t for t in self.archive.recall(query, k + len(live)) if t.user_index not in live][
