@@ -7,6 +7,7 @@ number from a trace file passes through here where its record is parsed, so a ba
 - `MAX_TRACE_SPAN_S`: the longest span of arrival times a trace may cover (8 days; the public
   traces cover one hour to one week). `--full` replays one engine step per trace second, so a
   bogus timestamp (1e12 ms) would otherwise ask for billions of steps.
+- `MAX_TRACE_REQUESTS`: the most requests a trace may hold (memory grows with each).
 - `MAX_EPISODE_STEPS`, `MAX_WEIGHT`: the episode length and rubric weights every entry point
   (the CLI, the Gymnasium envs) accepts.
 - `MAX_GYM_SLOTS`, `MAX_GYM_CALLS_PER_TURN`, `MAX_SEED`: the Gymnasium envs' size arguments and
@@ -21,6 +22,11 @@ import operator
 
 MAX_REQUEST_TOKENS = 1 << 20
 MAX_TRACE_SPAN_S = 8 * 24 * 3600
+MAX_TRACE_REQUESTS = 500_000
+"""Most requests a trace file may hold. A full replay holds ~2.3 KB of memory a request (a
+tiled Mooncake conversation trace: 174 MB of peak RSS at 50,000 requests, 522 MB at 200,000;
+the loaded trace itself ~0.8 KB a request), so this cap keeps a replay near 1.2 GB and two
+minutes; it is ~1.7 days of the Mooncake conversation trace's density (12,000 an hour)."""
 MAX_EPISODE_STEPS = 10_000
 """Most turns an episode may be asked for (`--steps`, `steps=` of the Gymnasium envs). Building
 a `hard` episode's arrivals takes ~0.6 s per 1,000 steps here (10,000: seconds; 10^7 ran
@@ -35,6 +41,16 @@ MAX_GYM_CALLS_PER_TURN = 4096
 """Most tool calls one turn of `kvcache/Serving-v0` may take before it ends by itself."""
 MAX_SEED = 2**63 - 1
 """Largest episode seed (a signed 64-bit integer, as NumPy's generators take it)."""
+
+
+def check_request_count(count: int) -> None:
+    """ValueError once a trace holds more than `MAX_TRACE_REQUESTS` requests (`count` is the
+    number read so far, the new one included): reading stops there."""
+    if count > MAX_TRACE_REQUESTS:
+        raise ValueError(
+            f"more than {MAX_TRACE_REQUESTS:,} requests, the most a trace replay accepts "
+            "(~2.3 KB of memory each); replay a shorter part of the trace"
+        )
 
 
 def check_tokens(number: int, name: str) -> int:

@@ -16,7 +16,8 @@ requests get sessions drawn from the scenario's session mix (`trace_schedule`).
 Files are read through `bounded_read` (`TRACE_LIMITS`: size after decompression, line length,
 UTF-8, gzip that is truncated or corrupt). A malformed line raises `TraceError` naming the file
 and the line: JSON nested too deep and numbers outside `limits` (non-finite or negative
-timestamps, a span over `MAX_TRACE_SPAN_S`, requests over `MAX_REQUEST_TOKENS`) included.
+timestamps, a span over `MAX_TRACE_SPAN_S`, requests over `MAX_REQUEST_TOKENS`, more than
+`MAX_TRACE_REQUESTS` requests) included.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ import numpy as np
 from ..bounded_read import TRACE_LIMITS, FileReadError, iter_lines
 from ..limits import (
     MAX_REQUEST_TOKENS,
+    MAX_TRACE_REQUESTS,
     MAX_TRACE_SPAN_S,
+    check_request_count,
     check_span,
     check_tokens,
     trace_seconds,
@@ -157,6 +160,8 @@ def load_mooncake(path: str | Path) -> Trace:
             if "integer string conversion" in detail:
                 detail = "an integer of more than 4,300 digits"
             raise TraceError(f"{path}:{number}: {detail.splitlines()[0][:200]}") from None
+        if len(rows) >= MAX_TRACE_REQUESTS:
+            _too_many(path, number, len(rows) + 1)
         # one int object per distinct hash id (JSON makes a new one per occurrence): a
         # third of the trace's ids repeat, and each copy costs 28 bytes
         rows.append((timestamp, input_tokens, output_tokens, tuple(map(canon, hashes, hashes))))
@@ -212,6 +217,7 @@ def load_azure(path: str | Path) -> Trace:
             start = start or moment
             seconds = (moment - start).total_seconds()
             check_span(abs(seconds), "TIMESTAMP")
+            check_request_count(len(rows) + 1)
             rows.append(
                 (
                     seconds,
@@ -223,6 +229,13 @@ def load_azure(path: str | Path) -> Trace:
         except ValueError as error:
             raise TraceError(f"{path}:{number}: {error}") from None
     return Trace(str(path), "azure", _spread(rows, path), None)
+
+
+def _too_many(path: Path, number: int, count: int) -> None:
+    try:
+        check_request_count(count)
+    except ValueError as error:
+        raise TraceError(f"{path}:{number}: {error}") from None
 
 
 def _csv_fields(path: Path, number: int, line: str) -> list[str]:
