@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .common.console import console, out_console, progress
+from .common.edge import check_options
 from .common.options import CPUS, Workers
 
 
@@ -60,6 +61,15 @@ def validate_command(
     from .context.validate import context_validation_jobs, run_context_validation
     from .serving.validate import Sizes, run_validation
 
+    check_options(
+        {
+            "--episodes": episodes,
+            "--expert-episodes": expert_episodes,
+            "--ablation-episodes": ablation_episodes,
+            "--screen-episodes": screen_episodes,
+            "--workers": workers,
+        }
+    )
     serving, context = family in ("serving", "all"), family in ("context", "all")
     sizes = Sizes(
         episodes=episodes,

@@ -71,6 +71,16 @@ OPTION_LIMITS: dict[str, tuple[float, float]] = {
     "--price-in": (0, 1e6),
     "--price-cached": (0, 1e6),
     "--price-write": (0, 1e6),
+    "--cache-min-tokens": (0, 1 << 20),
+    "--cache-buffer-multiplier": (1, 100),
+    "--header-timeout": (0.1, 3600),
+    "--body-timeout": (0.1, 3600),
+    "--repeats": (1, 100),
+    "--bound-episodes": (0, 100_000),
+    "--speed-episodes": (1, 100_000),
+    "--expert-episodes": (1, 100_000),
+    "--ablation-episodes": (1, 100_000),
+    "--screen-episodes": (1, 100_000),
 }
 """Inclusive ranges of the numeric options (documented in the README)."""
 

@@ -106,6 +106,9 @@ def context_eval_command(
     check_seeds(seed, episodes)
     if out is not None:
         check_path(out, "--out")
+    for option, value in (("--reader", reader), ("--model", model)):
+        if value is not None and value.startswith(("hf:", "local:")):
+            check_path(value.split(":", 1)[1], option)
     parsed = parse_weights(weights, ContextWeights)
     if model and policy:
         raise InputError("give --policy or --model, not both")

@@ -45,8 +45,21 @@ def cache_replay_command(
     """Replay eval transcripts under five prompt-cache breakpoint strategies and compare costs:
     none, system (after the system prompt), rolling (on the last message), tiers (the stability
     tiers) and hybrid (tiers plus a rolling breakpoint; the hosted client's default)."""
+    from ..common.edge import check_options, check_path
     from .minimums import min_cacheable_tokens
     from .replay_table import run_cache_replay
+
+    check_options(
+        {
+            "--price-in": price_in,
+            "--price-cached": price_cached,
+            "--price-write": price_write,
+            "--cache-min-tokens": cache_min_tokens,
+            "--cache-buffer-multiplier": cache_buffer_multiplier,
+        }
+    )
+    for transcript in transcripts:
+        check_path(transcript, "TRANSCRIPTS")
 
     if cache_min_tokens is None:
         cache_min_tokens = min_cacheable_tokens(for_model)

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from ..common.console import console
-from ..common.edge import InputError, check_options, check_out_dir
+from ..common.durable import OutputError, describe
+from ..common.edge import InputError, check_options, check_out_dir, check_path
 
 
 def report_command(
@@ -41,6 +42,11 @@ def report_command(
     check_options(
         {"--price-in": price_in, "--price-cached": price_cached, "--price-write": price_write}
     )
+    for run in runs:
+        check_path(run, "RUNS")
+    check_path(out, "--out")
+    if dataset is not None:
+        check_path(dataset, "--dataset")
     given = [p for p in (price_in, price_cached, price_write) if p is not None]
     if len(given) not in (0, 3):
         raise InputError("give all three of --price-in, --price-cached and --price-write, or none")
@@ -63,7 +69,10 @@ def report_command(
     with console.status("rendering figures"):
         rows = build_report(results, out, [str(r) for r in runs], prices, reference)
     if dataset is not None:
-        to_dataset(results).save_to_disk(str(dataset))
+        try:
+            to_dataset(results).save_to_disk(str(dataset))
+        except OSError as error:
+            raise OutputError(f"cannot write {dataset}: {describe(error)}") from None
         console.print(f"saved the dataset to {dataset}")
     failed = sum(r.failed for r in rows)
     console.print(

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from ..common.console import console
-from ..common.edge import InputError
+from ..common.edge import InputError, check_options, check_path
 from ..common.options import Constrain
 
 Port = Annotated[
@@ -34,6 +34,7 @@ BodyTimeout = Annotated[
 
 def _timeouts(header: float | None, body: float | None) -> dict[str, float]:
     """The server's keyword arguments for the timeouts given (the others keep its defaults)."""
+    check_options({"--header-timeout": header, "--body-timeout": body})
     given = {"header_timeout_s": header, "body_timeout_s": body}
     return {k: v for k, v in given.items() if v is not None}
 
@@ -96,12 +97,14 @@ def serve_model_command(
     from .http_guard import GuardedHTTPServer, proxy_handler
     from .local_model import LocalModelError, LocalModelServer, start_local
 
+    check_path(model.removeprefix("local:"), "MODEL")
+    timeouts = _timeouts(header_timeout, body_timeout)
     try:
         server = LocalModelServer(model, constrain=constrain)  # on a port of its own
         front = GuardedHTTPServer(
             ("127.0.0.1", port),
             proxy_handler(("127.0.0.1", server.port)),
-            **_timeouts(header_timeout, body_timeout),
+            **timeouts,
         )
     except LocalModelError as error:
         raise InputError(str(error)) from None

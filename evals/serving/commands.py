@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from ..common.console import console, out_console, print_named_rows
-from ..common.edge import InputError
+from ..common.edge import InputError, check_options, check_path
 from ..common.options import (
     CPUS,
     DEFAULT_MAX_RETRIES,
@@ -286,6 +286,17 @@ def bench_command(
     from .bench import run_bench
     from .speed import NAIVE_REPLAY, run_speed, speed_table
 
+    check_options(
+        {
+            "--episodes": episodes,
+            "--repeats": repeats,
+            "--bound-episodes": bound_episodes,
+            "--speed-episodes": speed_episodes,
+        }
+    )
+    for option, path in (("--trace", trace), ("--before", before), ("--naive", naive)):
+        if path is not None:
+            check_path(path, option)
     if not resolve_trace(trace).is_file():
         raise InputError(f"{trace}: no such trace file")
     if before is not None and not (before / "environments" / "kv_cache_env").is_dir():

@@ -220,6 +220,8 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
         check_path(args.out, "--out")
     if args.trace is not None:
         check_path(args.trace, "--trace")
+    if args.model is not None and args.model.startswith("local:"):
+        check_path(args.model.removeprefix("local:"), "--model")
     policy_names = names_option(args.policy, "--policy")
     scenario_names = names_option(args.scenario, "--scenario")
     for option, values in (("--policy", args.policy), ("--scenario", args.scenario)):
