@@ -4,6 +4,7 @@ case, and the table surface × cases × clean × crashes × hangs × lost × lea
 
     uv run python scripts/hostile.py            # every case (a few minutes)
     uv run python scripts/hostile.py --only report --json out.json
+    uv run python scripts/hostile.py --fast     # the fast part (the test suite runs it)
 
 A case is *clean* when it ends as documented (docs/failures.md): a one-line error with its exit
 status, a 4xx JSON answer, a bounded wait, a refused symlink. Otherwise it counts as a
@@ -13,7 +14,9 @@ what happened, a resume that does not finish, a truncated output file) or a *lea
 a written file, a write outside the run directory, a process or thread that outlives its
 bound). Real `kvarena` processes run the CLI cases; the server cases use raw sockets against
 `kvarena serve-policy`. Cases that need root (a 64 KiB tmpfs) say "skipped" where it is
-refused. Not run in CI (the tests hold the same cases, smaller).
+refused. Cases marked fast (seconds each: bad input refused at the edge, Gymnasium arguments)
+are the harness's fast part, which `tests/test_hostile_harness.py` runs case by case; the rest
+(bombs, full disks, slow servers, kills) run here only.
 """
 
 from __future__ import annotations
@@ -63,12 +66,25 @@ class Done:
     timed_out: bool = False
 
 
-CASES: list[tuple[str, str, Callable[[Path], tuple[str, str]]]] = []
+Verdict = tuple[str, str]
+CaseFn = Callable[[Path], Verdict]
 
 
-def case(surface: str, name: str) -> Callable[[Callable[[Path], tuple[str, str]]], Any]:
-    def register(fn: Callable[[Path], tuple[str, str]]) -> Callable[[Path], tuple[str, str]]:
-        CASES.append((surface, name, fn))
+@dataclass(frozen=True)
+class Case:
+    surface: str
+    name: str
+    fn: CaseFn
+    fast: bool = False
+    """Part of the fast part the test suite runs (a few seconds at most)."""
+
+
+CASES: list[Case] = []
+
+
+def case(surface: str, name: str, *, fast: bool = False) -> Callable[[CaseFn], CaseFn]:
+    def register(fn: CaseFn) -> CaseFn:
+        CASES.append(Case(surface, name, fn, fast))
         return fn
 
     return register
@@ -111,7 +127,7 @@ def _trace_case(name: str, content: bytes, expected: str) -> None:
         done = kvarena("eval", "-p", "lru", "--trace", str(path), "-o", str(tmp / "o"), timeout=90)
         return one_line_error(done, expected)
 
-    case("trace files", f"{name.split('.', 1)[0]}")(run)
+    case("trace files", f"{name.split('.', 1)[0]}", fast=True)(run)
 
 
 def _bomb(size: int) -> bytes:
@@ -657,7 +673,7 @@ def _expect_value_error(fn: Callable[[], Any]) -> tuple[str, str]:
     return "crash", "accepted"
 
 
-@case("Gymnasium", "ServingTurns-v0 action 0.5")
+@case("Gymnasium", "ServingTurns-v0 action 0.5", fast=True)
 def _gym_half(tmp: Path) -> tuple[str, str]:
     import numpy as np
 
@@ -668,7 +684,7 @@ def _gym_half(tmp: Path) -> tuple[str, str]:
     return _expect_value_error(lambda: env.step(np.full(env.max_slots, 0.5)))
 
 
-@case("Gymnasium", "vector env action 0.5")
+@case("Gymnasium", "vector env action 0.5", fast=True)
 def _gym_vector_half(tmp: Path) -> tuple[str, str]:
     import numpy as np
 
@@ -682,7 +698,7 @@ def _gym_vector_half(tmp: Path) -> tuple[str, str]:
         envs.close()
 
 
-@case("Gymnasium", "a failed reset, then reset()")
+@case("Gymnasium", "a failed reset, then reset()", fast=True)
 def _gym_poison(tmp: Path) -> tuple[str, str]:
     from kv_cache_env.rl.gym import ServingEnv
 
@@ -698,21 +714,21 @@ def _gym_poison(tmp: Path) -> tuple[str, str]:
     return "clean", "the failed reset stored nothing"
 
 
-@case("Gymnasium", "weights NaN")
+@case("Gymnasium", "weights NaN", fast=True)
 def _gym_nan_weights(tmp: Path) -> tuple[str, str]:
     from kv_cache_env.rl.gym import ServingEnv
 
     return _expect_value_error(lambda: ServingEnv(weights={"failure_penalty": float("nan")}))
 
 
-@case("Gymnasium", "unknown weights")
+@case("Gymnasium", "unknown weights", fast=True)
 def _gym_unknown_weights(tmp: Path) -> tuple[str, str]:
     from kv_cache_env.rl.gym import ServingEnv
 
     return _expect_value_error(lambda: ServingEnv(weights={"speed": 1.0}))
 
 
-@case("Gymnasium", "steps = 10**7")
+@case("Gymnasium", "steps = 10**7", fast=True)
 def _gym_steps(tmp: Path) -> tuple[str, str]:
     from kv_cache_env.rl.gym import ServingEnv
 
@@ -723,7 +739,7 @@ def _gym_steps(tmp: Path) -> tuple[str, str]:
     return verdict, detail
 
 
-@case("Gymnasium", "--steps 10**7 on the CLI")
+@case("Gymnasium", "--steps 10**7 on the CLI", fast=True)
 def _cli_steps(tmp: Path) -> tuple[str, str]:
     done = kvarena("eval", "-p", "lru", "-s", "easy", "--steps", str(10**7), "-o", str(tmp / "o"))
     return one_line_error(done, "--steps: must be between 1 and 10000")
@@ -773,10 +789,13 @@ def _link_resume(tmp: Path) -> tuple[str, str]:
 
 
 def _leaks(root: Path, *texts: str) -> list[str]:
-    pieces = {KEY[i : i + 8] for i in range(len(KEY) - 7)}
+    """Files under `root` and texts holding any 8 consecutive characters of KEY, in any case."""
+    pieces = {KEY[i : i + 8].lower() for i in range(len(KEY) - 7)}
     found = [str(p) for p in root.rglob("*") if p.is_file() and any(
-        piece in p.read_text(errors="replace") for piece in pieces)]  # fmt: skip
-    found += [f"output {i}" for i, t in enumerate(texts) if any(piece in t for piece in pieces)]
+        piece in p.read_text(errors="replace").lower() for piece in pieces)]  # fmt: skip
+    found += [
+        f"output {i}" for i, t in enumerate(texts) if any(piece in t.lower() for piece in pieces)
+    ]
     return found
 
 
@@ -784,7 +803,7 @@ class _EchoServer:
     """A chat endpoint that echoes the Authorization header: in a completion (first calls) and
     in a 401 (later ones)."""
 
-    def __init__(self) -> None:
+    def __init__(self, upper: bool = False) -> None:
         from evals.servers.http_guard import GuardedHandler, GuardedHTTPServer
 
         served = {"n": 0}
@@ -795,6 +814,7 @@ class _EchoServer:
                     return
                 served["n"] += 1
                 auth = self.headers.get("Authorization", "")
+                auth = auth.upper() if upper else auth
                 if served["n"] <= 2:
                     message = {"role": "assistant", "content": f"I saw {auth}"}
                     self.send_json(HTTPStatus.OK, {"choices": [{"index": 0, "message": message}]})
@@ -813,8 +833,8 @@ class _EchoServer:
         self.httpd.server_close()
 
 
-def _secret_case(tmp: Path, base: str) -> tuple[str, str]:
-    server = _EchoServer()
+def _secret_case(tmp: Path, base: str, upper: bool = False) -> tuple[str, str]:
+    server = _EchoServer(upper)
     try:
         out = tmp / "run"
         url = base.format(port=server.port)
@@ -928,9 +948,439 @@ def _all_failed(tmp: Path) -> tuple[str, str]:
     return "clean", "exit 3 (finished, episodes failed)"
 
 
-@case("runs", "-s ,")
+@case("runs", "-s ,", fast=True)
 def _empty_list(tmp: Path) -> tuple[str, str]:
     return one_line_error(kvarena("eval", "-s", ",", "-o", str(tmp / "o")), "the list is empty")
+
+
+# --- 9. numbers and names out of range ---------------------------------------------------------
+LONG = "t" * 300
+"""A path component longer than any file system's NAME_MAX (255 bytes)."""
+HUGE_INT = "1" + "0" * 5000
+"""An integer of 5,001 digits: past Python's 4,300-digit string conversion limit."""
+EVAL_ONE = ["eval", "-p", "lru", "-s", "easy", "-n", "1", "-j", "1"]
+CONTEXT_ONE = ["context-eval", "-p", "noop", "-l", "easy", "-n", "1"]
+REPLAY = ["cache-replay", ".", "--price-in", "1", "--price-cached", "1", "--price-write", "1"]
+
+
+def _edge_case(surface: str, name: str, args: list[str], expected: str) -> None:
+    """A command that must stop at the edge: exit 2, one `error:` line holding `expected`,
+    nothing written under the case's folder."""
+
+    def run(tmp: Path) -> Verdict:
+        given = [str(tmp / "o") if a == "OUT" else a.replace("TMP", str(tmp)) for a in args]
+        if given[0] in ("eval", "context-eval") and "-o" not in given:
+            given += ["-o", str(tmp / "o")]
+        verdict, detail = one_line_error(kvarena(*given, timeout=60), expected)
+        if verdict == "clean" and (tmp / "o").exists():
+            return "lost", "it wrote --out before refusing"
+        return verdict, detail
+
+    case(surface, name, fast=True)(run)
+
+
+_NUMBERS = [
+    ("eval --weights 10**400", [*EVAL_ONE, "--weights", '{"latency_penalty": 1' + "0" * 400 + "}"],
+     "--weights: a number of 401 characters (at most 400"),
+    ("eval --weights 10**39", [*EVAL_ONE, "--weights", '{"latency_penalty": 1' + "0" * 39 + "}"],
+     "--weights: latency_penalty must be finite and at most 1e+06"),
+    ("eval --weights a 5,000-digit integer",
+     [*EVAL_ONE, "--weights", '{"latency_penalty": ' + HUGE_INT + "}"],
+     "--weights: a number of 5,001 characters"),
+    ("eval --weights a 5,000-digit fraction",
+     [*EVAL_ONE, "--weights", '{"latency_penalty": 0.' + "3" * 5000 + "}"],
+     "--weights: a number of 5,002 characters"),
+    ("context-eval --weights oom_penalty 10**400",
+     [*CONTEXT_ONE, "--weights", '{"oom_penalty": 1' + "0" * 400 + "}"],
+     "--weights: a number of 401 characters"),
+    ("context-eval --weights oom_penalty 5,000 digits",
+     [*CONTEXT_ONE, "--weights", '{"oom_penalty": ' + HUGE_INT + "}"],
+     "--weights: a number of 5,001 characters"),
+    ("--weights naming a component twice",
+     [*EVAL_ONE, "--weights", '{"latency_penalty": 1, "latency_penalty": 2}'],
+     "--weights: 'latency_penalty' is given twice"),
+    ("context-eval --weights naming a component twice",
+     [*CONTEXT_ONE, "--weights", '{"oom_penalty": 1, "oom_penalty": 2}'],
+     "--weights: 'oom_penalty' is given twice"),
+    ("--weights of 100,000 characters",
+     [*EVAL_ONE, "--weights", '{"latency_penalty": 1' + " " * 100_000 + "}"],
+     "--weights: 100,022 characters of JSON (at most 10,000)"),
+    ("-s easy, (an empty item)", ["eval", "-p", "lru", "-s", "easy,", "-n", "1"],
+     "--scenario 'easy,': an empty item"),
+    ("-p lru,,fifo (an empty item)", ["eval", "-p", "lru,,fifo", "-s", "easy", "-n", "1"],
+     "--policy 'lru,,fifo': an empty item"),
+    ("context-eval -l ,easy", ["context-eval", "-p", "noop", "-l", ",easy", "-n", "1"],
+     "--level ',easy': an empty item"),
+    ("--seed 2^62 -n 2 (past the maximum)",
+     ["eval", "-p", "lru", "-s", "easy", "-n", "2", "--seed", str(2**62)],
+     "--seed: the last episode's seed (--seed + episodes - 1 = 4611686018427387905)"),
+    ("context-eval --seed 2^62 -n 5",
+     ["context-eval", "-p", "noop", "-l", "easy", "-n", "5", "--seed", str(2**62)],
+     "--seed: the last episode's seed"),
+    ("context-eval --timeout nan", [*CONTEXT_ONE, "--timeout", "nan"],
+     "--timeout: must be a finite number"),
+    ("context-eval --max-retries 10**6", [*CONTEXT_ONE, "--max-retries", "1000000"],
+     "--max-retries: must be between 0 and 20"),
+    ("bench -n 10**11", ["bench", "-n", str(10**11), "--no-speed"],
+     "--episodes: must be between 1 and 100000"),
+    ("bench --speed-episodes 10**9", ["bench", "--speed-episodes", str(10**9)],
+     "--speed-episodes: must be between 1 and 100000"),
+    ("validate -n 10**12", ["validate", "-n", str(10**12)],
+     "--episodes: must be between 1 and 100000"),
+    ("serve-policy --header-timeout nan", ["serve-policy", "lru", "--header-timeout", "nan"],
+     "--header-timeout: must be a finite number"),
+    ("cache-replay --price-in nan", ["cache-replay", ".", "--price-in", "nan", "--price-cached",
+     "1", "--price-write", "1"], "--price-in: must be a finite number"),
+    ("cache-replay --cache-min-tokens 10**20", [*REPLAY, "--cache-min-tokens", str(10**20)],
+     "--cache-min-tokens: must be between 0 and 1048576"),
+    ("report --price-in 1e400", ["report", "TMP", "--price-in", "1e400", "--price-cached", "1",
+     "--price-write", "1"], "--price-in: must be a finite number, got inf"),
+]  # fmt: skip
+for _name, _args, _expected in _NUMBERS:
+    _edge_case("numbers and names", _name, _args, _expected)
+
+
+@case("numbers and names", "-p lru,lru -s easy,easy (repeats run once)", fast=True)
+def _repeated_names(tmp: Path) -> Verdict:
+    out = tmp / "run"
+    done = kvarena("eval", "-p", "lru,lru", "-s", "easy,easy", "-n", "1", "--steps", "2",
+                   "-j", "1", "-o", str(out), timeout=60)  # fmt: skip
+    if done.timed_out or done.rc != 0 or "Traceback" in done.err:
+        return ("hang", "no answer") if done.timed_out else ("crash", f"exit {done.rc}")
+    lines = (out / "results.jsonl").read_text().splitlines()
+    if len(lines) != 1:
+        return "crash", f"{len(lines)} lines for one (scenario, agent, seed)"
+    if "more than once; run once" not in " ".join(done.err.split()):
+        return "crash", "no note about the repeat"
+    return "clean", "one run, with a note"
+
+
+# --- 10. paths too long or too deep ------------------------------------------------------------
+_PATHS = [
+    ("eval --trace <300 chars>.jsonl", ["eval", "-p", "lru", "-n", "1", "-j", "1", "--trace",
+     f"{LONG}.jsonl"], "--trace"),
+    ("eval -o DIR/<300 chars>", [*EVAL_ONE, "-o", f"TMP/{LONG}"], "--out"),
+    ("eval -o 70 folders deep", [*EVAL_ONE, "-o", "TMP/" + "/".join(["d"] * 70)], "--out"),
+    ("eval -o a 6,000-byte path", [*EVAL_ONE, "-o", "TMP/" + "/".join(["dd"] * 2000)], "--out"),
+    ("context-eval -o DIR/<300 chars>", [*CONTEXT_ONE, "-o", f"TMP/{LONG}"], "--out"),
+    ("context-eval --reader hf:<300 chars>", [*CONTEXT_ONE, "--reader", f"hf:TMP/{LONG}"],
+     "--reader"),
+    ("report DIR/<300 chars>", ["report", f"TMP/{LONG}"], "RUNS"),
+    ("report -o DIR/<300 chars>", ["report", "TMP", "-o", f"TMP/{LONG}"], "--out"),
+    ("report --dataset DIR/<300 chars>", ["report", "TMP", "--dataset", f"TMP/{LONG}"],
+     "--dataset"),
+    ("bench --trace <300 chars>", ["bench", "--no-speed", "--trace", f"TMP/{LONG}.jsonl"],
+     "--trace"),
+    ("serve-model local:<300 chars>.gguf", ["serve-model", f"local:TMP/{LONG}.gguf"], "MODEL"),
+    ("cache-replay <300 chars>", ["cache-replay", f"TMP/{LONG}", *REPLAY[2:]], "TRANSCRIPTS"),
+]  # fmt: skip
+for _name, _args, _option in _PATHS:
+    _edge_case("paths", _name, _args, f"{_option} ")
+
+
+@case("paths", "every path refusal says 'name too long'", fast=True)
+def _name_too_long_wording(tmp: Path) -> Verdict:
+    done = kvarena(*EVAL_ONE, "-o", str(tmp / LONG), timeout=60)
+    return one_line_error(done, "name too long (a component of 300 bytes; at most 255)")
+
+
+# --- 11. resume across versions ----------------------------------------------------------------
+def _edit_lines(path: Path, indices: tuple[int, ...], **changes: Any) -> None:
+    lines = path.read_text().splitlines()
+    for i in indices:
+        line = json.loads(lines[i])
+        line.update(changes)
+        lines[i] = json.dumps(line, sort_keys=True, separators=(",", ":"))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _resume_case(args: list[str], edit: dict[str, Any], dropped: int) -> CaseFn:
+    def run(tmp: Path) -> Verdict:
+        out = tmp / "run"
+        if kvarena(*args, "-o", str(out), timeout=120).rc != 0:
+            return "crash", "the first run failed"
+        whole = (out / "results.jsonl").read_bytes()
+        _edit_lines(out / "results.jsonl", (0, 2), **edit)
+        done = kvarena(*args, "-o", str(out), "--resume", timeout=120)
+        if done.rc != 0 or "Traceback" in done.err:
+            return "crash", f"resume exit {done.rc}: {done.err.strip()[-120:]}"
+        if (out / "results.jsonl").read_bytes() != whole:
+            return "lost", "the resumed file differs from the undisturbed run"
+        said = f"dropped {dropped} line(s) of another schema or suite version"
+        if said not in " ".join(done.err.split()):
+            return "crash", "the resume did not say how many lines it dropped"
+        report = kvarena("report", str(out), "-o", str(tmp / "rep"), timeout=120)
+        if report.rc != 0:
+            return "crash", f"report refused the resumed run: {report.err.strip()[-120:]}"
+        return "clean", f"{said}; rerun byte-identically; report accepts it"
+
+    return run
+
+
+SERVING_RUN = ["eval", "-p", "lru,fifo", "-s", "easy", "-n", "2", "--steps", "3", "-j", "1"]
+CONTEXT_RUN = ["context-eval", "-p", "noop", "-l", "easy", "-n", "3"]
+case("resume", "eval --resume over 2 lines of suite version 2")(
+    _resume_case(SERVING_RUN, {"suite_version": "2"}, 2)
+)
+case("resume", "eval --resume over 2 lines of schema version 2")(
+    _resume_case(SERVING_RUN, {"schema_version": 2}, 2)
+)
+case("resume", "context-eval --resume over 2 lines of another suite version")(
+    _resume_case(CONTEXT_RUN, {"suite_version": "0"}, 2)
+)
+
+
+# --- 12. API keys ------------------------------------------------------------------------------
+def _key_case(family: str, key: str, expected: str) -> CaseFn:
+    def run(tmp: Path) -> Verdict:
+        where = ["-s", "easy"] if family == "eval" else ["-l", "easy"]
+        done = kvarena(
+            family, "-m", "x", "--base-url", "http://192.0.2.1:9/v1", *where, "-n", "1",
+            "-o", str(tmp / "o"), env={"OPENAI_API_KEY": key}, timeout=60,
+        )  # fmt: skip
+        verdict, detail = one_line_error(done, expected)
+        if key[:8] in done.err or key[:8] in done.out:
+            return "leak", "the refusal shows the key"
+        return verdict, detail
+
+    return run
+
+
+for _family in ("eval", "context-eval"):
+    case("API keys", f"{_family}: a key with non-ASCII characters", fast=True)(
+        _key_case(_family, "sk-abcdéfghijklmnop", "OPENAI_API_KEY: the API key holds character")
+    )
+    case("API keys", f"{_family}: a key with CRLF", fast=True)(
+        _key_case(_family, "sk-abcdefgh\r\nX-Evil: 1", "the API key holds a line break")
+    )
+
+
+@case("API keys", "an endpoint echoing the key upper-cased")
+def _secret_upper(tmp: Path) -> Verdict:
+    return _secret_case(tmp, "http://127.0.0.1:{port}/v1", upper=True)
+
+
+# --- 13. context family ------------------------------------------------------------------------
+@case("context family", "context-eval against a stream that never ends, --timeout 2")
+def _context_stall(tmp: Path) -> Verdict:
+    def stall(conn: socket.socket, n: int) -> None:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 9999\r\n\r\n"
+        conn.sendall(head + b"{")
+        with contextlib.suppress(OSError):
+            for _ in range(600):
+                time.sleep(0.5)
+                conn.sendall(b" ")
+
+    listener, port = _raw_server(stall)
+    try:
+        done = kvarena(
+            "context-eval", "-m", "fake", "--base-url", f"http://127.0.0.1:{port}/v1", "-l",
+            "easy", "-n", "5", "--timeout", "2", "--max-retries", "1", "-o", str(tmp / "run"),
+            timeout=120,
+        )  # fmt: skip
+    finally:
+        listener.close()
+    if done.timed_out:
+        return "hang", f"no end in {done.seconds:.0f}s"
+    if done.rc != 3:
+        return "crash", f"exit {done.rc}: {done.err.strip()[-120:]}"
+    if done.seconds > 60:
+        return "hang", f"{done.seconds:.0f}s for 5 episodes (bound 60 s)"
+    return "clean", f"5 episodes failed by the deadline in {done.seconds:.0f}s (was 176 s)"
+
+
+@case("context family", "20 recall queries of 4,000 characters", fast=True)
+def _long_recall(tmp: Path) -> Verdict:
+    from kv_cache_env.llm.model_output import ToolCall
+    from kv_context_env.generator.conversation import generate_conversation
+    from kv_context_env.llm.agent import call_context_tool
+    from kv_context_env.sim.episode import ContextEpisode
+
+    started = time.monotonic()
+    with ContextEpisode(generate_conversation(0, "easy"), archive_dir=tmp) as episode:
+        answers = []
+        while not episode.done:
+            for i in range(20):
+                query = json.dumps({"query": (f"q{i} word " * 1000)[:4000]})
+                answers.append(call_context_tool(episode, ToolCall(str(i), "recall", query)))
+            episode.enforce()
+            episode.step(answer="" if episode.pending_question else None)
+        record = episode.record()
+    took = time.monotonic() - started
+    if any(not a.startswith("error: a recall query of 4,000 characters") for a in answers):
+        return "crash", f"a long query was searched: {answers[0][:80]}"
+    if record.invalid_actions != len(answers):
+        return "crash", f"{record.invalid_actions} of {len(answers)} counted invalid"
+    if took > 20:
+        return "hang", f"{took:.0f}s"
+    return "clean", f"{len(answers)} refused and counted; the episode went on ({took:.1f}s)"
+
+
+def _context_disk_case(on_tmpdir: bool) -> CaseFn:
+    def run(tmp: Path) -> Verdict:
+        args = ["context-eval", "-p", "noop,sliding-window", "-l", "easy", "-n", "2"]
+        clean = kvarena(*args, "-o", str(tmp / "clean"), timeout=120)
+        if clean.rc != 0:
+            return "crash", "the undisturbed run failed"
+        with _tmpfs(tmp / "disk", "64k") as mounted:
+            if not mounted:
+                return "skipped", "mounting a tmpfs is not allowed here"
+            out = tmp / "run" if on_tmpdir else tmp / "disk" / "run"
+            env = {"TMPDIR": str(tmp / "disk")} if on_tmpdir else None
+            if not on_tmpdir:
+                (tmp / "disk" / "filler").write_bytes(b"x" * 40_000)
+            done = kvarena(*args, "-o", str(out), env=env, timeout=120)
+            verdict, detail = one_line_error(done, "cannot write", status=1)
+            if verdict != "clean":
+                return verdict, detail
+            data = (out / "results.jsonl").read_bytes()
+            if data and not data.endswith(b"\n"):
+                return "lost", "results.jsonl ends in a partial line"
+            info = json.loads((out / "run.json").read_text())
+            if info.get("status") != "error":
+                return "lost", f"run.json says {info.get('status')!r}"
+            if not on_tmpdir:
+                (tmp / "disk" / "filler").unlink()
+                subprocess.run(["mount", "-o", "remount,size=8m", str(tmp / "disk")], check=True)
+            resumed = kvarena(*args, "-o", str(out), "--resume", timeout=120)
+            if resumed.rc != 0:
+                return "lost", f"resume exit {resumed.rc}: {resumed.err.strip()[-100:]}"
+            reference = (tmp / "clean" / "results.jsonl").read_bytes()
+            if (out / "results.jsonl").read_bytes() != reference:
+                return "lost", "the resumed results differ from an undisturbed run"
+            return "clean", f"{detail[:70]}; resume finished byte-identically"
+
+    return run
+
+
+case("disk full", "context-eval with TMPDIR on a 64 KiB tmpfs, then resume")(
+    _context_disk_case(on_tmpdir=True)
+)
+case("disk full", "context-eval -o on a full tmpfs, then resume")(
+    _context_disk_case(on_tmpdir=False)
+)
+
+
+# --- 14. Gymnasium arguments -------------------------------------------------------------------
+def _gym(build: Callable[[], Any], bound_s: float = 5.0) -> Verdict:
+    started = time.monotonic()
+    verdict, detail = _expect_value_error(build)
+    took = time.monotonic() - started
+    return ("hang", f"{took:.0f}s") if took > bound_s else (verdict, detail)
+
+
+def _gym_env(**kwargs: Any) -> Any:
+    from kv_cache_env.rl.gym import ServingEnv
+
+    return ServingEnv(**{"scenario": "easy", **kwargs})
+
+
+_GYM: list[tuple[str, Callable[[], Any]]] = [
+    ("weights latency_penalty 10**400", lambda: _gym_env(weights={"latency_penalty": 10**400})),
+    ("weights as a list of pairs", lambda: _gym_env(weights=[("latency_penalty", 1.0)])),
+    ("max_slots = 10**8 (gym.make, reset)", lambda: _gym_make(max_slots=10**8)),
+    ("max_slots = 2.5", lambda: _gym_env(max_slots=2.5)),
+    ("steps = True", lambda: _gym_env(steps=True)),
+    ("max_calls_per_turn = 10**9", lambda: _gym_env(max_calls_per_turn=10**9)),
+    ("seed_range = (5, 5)", lambda: _gym_env(seed_range=(5, 5))),
+    ("reset(options=[('seed', 1)])", lambda: _gym_env().reset(options=[("seed", 1)])),
+    ("reset(seed=True)", lambda: _gym_env().reset(seed=True)),
+    ("reset(options={'seed': 2**64})", lambda: _gym_env().reset(options={"seed": 2**64})),
+    ("vector num_envs = True", lambda: _gym_vector(True)),
+    ("vector reset(seed=[1, True])", lambda: _gym_vector(2).reset(seed=[1, True])),
+]
+
+
+def _gym_make(**kwargs: Any) -> Any:
+    import gymnasium
+
+    import kv_cache_env.rl.gym  # noqa: F401 - registers the envs
+
+    env = gymnasium.make("kvcache/Serving-v0", **{"scenario": "easy", "steps": 3, **kwargs})
+    return env.reset(seed=0)
+
+
+def _gym_vector(num_envs: Any) -> Any:
+    from kv_cache_env.rl.gym_vector import ServingTurnsVectorEnv
+
+    return ServingTurnsVectorEnv(num_envs, scenario="easy")
+
+
+for _name, _build in _GYM:
+    case("Gymnasium", _name, fast=True)(lambda tmp, build=_build: _gym(build))
+
+
+# --- 15. trace size ----------------------------------------------------------------------------
+def _tiled_trace(path: Path, requests: int) -> None:
+    """A Mooncake-format gzip trace of `requests` lines: the built-in conversation trace tiled
+    (timestamps shifted a copy's span, hash ids offset per copy)."""
+    from kv_cache_env.traces.trace_data import resolve_trace
+
+    with gzip.open(resolve_trace("mooncake-conversation"), "rt") as source:
+        rows = [json.loads(line) for line in source if line.strip()]
+    span = rows[-1]["timestamp"] + 1000
+    top = max(max(r["hash_ids"] or [0]) for r in rows) + 1
+    with gzip.open(path, "wt", compresslevel=1) as out:
+        for k in range(requests):
+            copy, row = divmod(k, len(rows))
+            r = rows[row]
+            hashes = [h + copy * top for h in r["hash_ids"]]
+            out.write(json.dumps({**r, "timestamp": r["timestamp"] + copy * span,
+                                  "hash_ids": hashes}) + "\n")  # fmt: skip
+
+
+_PEAK = (
+    "import atexit, resource, sys\n"
+    "atexit.register(lambda: print('peak_rss_kb', resource.getrusage(resource.RUSAGE_SELF)"
+    ".ru_maxrss, file=sys.stderr))\n"
+    "from evals.cli import app\n"
+    "sys.argv = ['kvarena', *sys.argv[1:]]\n"
+    "app()\n"
+)
+
+
+def _peak_rss_mb(args: list[str], timeout: float) -> tuple[Done, float]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", _PEAK, *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)  # fmt: skip
+    peak = [line for line in done.stderr.splitlines() if line.startswith("peak_rss_kb")]
+    result = Done(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+    return result, (int(peak[-1].split()[1]) / 1024 if peak else float("nan"))
+
+
+@case("trace files", "replay memory per request (20,000 and 60,000 requests)")
+def _replay_memory(tmp: Path) -> Verdict:
+    from kv_cache_env.limits import MAX_TRACE_REQUESTS
+
+    peaks = {}
+    for n in (20_000, 60_000):
+        _tiled_trace(tmp / f"t{n}.jsonl.gz", n)
+        done, peaks[n] = _peak_rss_mb(
+            ["eval", "-p", "lru", "--trace", str(tmp / f"t{n}.jsonl.gz"), "--full", "-j", "1",
+             "-o", str(tmp / f"run{n}")], timeout=300,
+        )  # fmt: skip
+        if done.rc != 0:
+            return "crash", f"the replay of {n:,} requests failed: {done.err.strip()[-100:]}"
+    per_request_kb = (peaks[60_000] - peaks[20_000]) * 1024 / 40_000
+    at_limit_gb = (peaks[20_000] + per_request_kb * (MAX_TRACE_REQUESTS - 20_000) / 1024) / 1024
+    detail = (
+        f"peak RSS {peaks[20_000]:.0f} MB / {peaks[60_000]:.0f} MB: {per_request_kb:.2f} KB a "
+        f"request; ~{at_limit_gb:.1f} GB at the {MAX_TRACE_REQUESTS:,}-request limit"
+    )
+    return ("leak", detail) if per_request_kb > 4 else ("clean", detail)
+
+
+@case("trace files", "a trace of 500,001 requests (one over the limit)")
+def _trace_over_limit(tmp: Path) -> Verdict:
+    from kv_cache_env.limits import MAX_TRACE_REQUESTS
+
+    path = tmp / "big.jsonl.gz"
+    line = '{"timestamp": %d, "input_length": 600, "output_length": 5, "hash_ids": [%d, %d]}\n'
+    with gzip.open(path, "wt", compresslevel=1) as out:
+        for i in range(MAX_TRACE_REQUESTS + 1):
+            out.write(line % (i, 2 * i, 2 * i + 1))
+    done = kvarena("eval", "-p", "lru", "--trace", str(path), "-o", str(tmp / "o"), timeout=300)
+    return one_line_error(done, f"more than {MAX_TRACE_REQUESTS:,} requests")
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -964,25 +1414,31 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def run_case(one: Case, folder: Path) -> Outcome:
+    """One case in `folder` (an empty directory); never raises."""
+    started = time.monotonic()
+    try:
+        verdict, detail = one.fn(folder)
+    except Exception as error:  # the harness reports, never dies
+        verdict, detail = "crash", f"harness: {type(error).__name__}: {error}"[:160]
+    detail = " ".join(detail.split())
+    return Outcome(one.surface, one.name, verdict, detail, time.monotonic() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run the cases of surfaces whose name contains this")
+    parser.add_argument("--fast", action="store_true", help="run the fast part only")
     parser.add_argument("--json", help="write every outcome here")
     args = parser.parse_args()
     outcomes: list[Outcome] = []
-    for surface, name, fn in CASES:
-        if args.only and args.only not in surface:
+    for one in CASES:
+        if (args.only and args.only not in one.surface) or (args.fast and not one.fast):
             continue
-        started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="hostile-") as folder:
-            try:
-                verdict, detail = fn(Path(folder))
-            except Exception as error:  # the harness reports, never dies
-                verdict, detail = "crash", f"harness: {type(error).__name__}: {error}"[:160]
-        detail = " ".join(detail.split())
-        outcome = Outcome(surface, name, verdict, detail, time.monotonic() - started)
+            outcome = run_case(one, Path(folder))
         outcomes.append(outcome)
-        print(f"{verdict:>7}  {surface} / {name}: {detail}", flush=True)
+        print(f"{outcome.verdict:>7}  {one.surface} / {one.name}: {outcome.detail}", flush=True)
     print()
     print(table(outcomes))
     if args.json:

@@ -36,7 +36,7 @@ from ..common.edge import (
 )
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
-from ..common.secrets import scrub
+from ..common.secrets import BadKeyError, key_from_env, scrub
 from .jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
 from .normalize import normalized_scores
 from .reference_table import source_digest
@@ -262,9 +262,14 @@ def _model_spec(args: EvalArgs) -> tuple[ModelSpec, LocalModelServer | None]:
         LocalModelServer,
         is_local,
     )
-    from .model_eval import ModelSpec, api_key  # imports openai: only when needed
 
     assert args.model is not None
+    try:  # a key no header can carry: refused before the SDKs' seconds of imports
+        key_from_env(args.api_key_var or "OPENAI_API_KEY", args.base_url)
+    except BadKeyError as error:
+        raise InputError(str(error)) from None
+    from .model_eval import ModelSpec, api_key  # imports openai: only when needed
+
     sampling: dict[str, Any] = {}
     if args.temperature is not None:
         sampling["temperature"] = args.temperature
