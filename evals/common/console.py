@@ -51,11 +51,6 @@ def print_named_rows(
             out_console.print(f"  {header}: {cell}", soft_wrap=True, highlight=False)
 
 
-def split_list(values: list[str] | None) -> list[str]:
-    """`-p a,b -p c` -> ["a", "b", "c"] (blanks dropped)."""
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
-
-
 class RateColumn(ProgressColumn):
     """Items per second (or seconds per item when slower than one a second)."""
 
