@@ -8,8 +8,10 @@ prints one table. It sits above the families, which never import each other.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from enum import StrEnum
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -17,6 +19,11 @@ from rich.table import Table
 
 from .common.console import console, out_console, progress
 from .common.options import CPUS, Workers
+
+if TYPE_CHECKING:
+    from .common.checks import Check
+    from .serving.validate import Sizes
+    from .serving.validate_store import JobStore
 
 
 class Family(StrEnum):
@@ -55,12 +62,29 @@ def validate_command(
         Family,
         typer.Option(help="Which checks: the serving suite's, the context family's, or all."),
     ] = Family.all,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="Keep the serving checks' finished episodes in DIR as they come, and their "
+            "checks at the end (checks.json), so a stopped run can be resumed.",
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(help="Continue the validation in --out DIR: its finished episodes are kept."),
+    ] = False,
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
+    from .common.edge import InputError
     from .context.validate import context_validation_jobs, run_context_validation
     from .serving.validate import Sizes, run_validation
 
     serving, context = family in ("serving", "all"), family in ("context", "all")
+    if resume and out is None:
+        raise InputError("--resume needs --out DIR (the run to continue)")
     sizes = Sizes(
         episodes=episodes,
         expert=min(episodes, expert_episodes or 30),
@@ -69,12 +93,40 @@ def validate_command(
         told=min(episodes, 10),
         screen=screen_episodes,
     )
+    store = _store(out, sizes, resume) if out is not None and serving else None
     total = len(context_validation_jobs(episodes)) * context
-    with progress() as bar:
-        task = bar.add_task("validate", total=total or None)
-        checks = run_validation(sizes, workers, lambda: bar.advance(task)) if serving else []
-        if context:
-            checks += run_context_validation(episodes, workers, lambda: bar.advance(task))
+    try:
+        with progress() as bar:
+            task = bar.add_task("validate", total=total or None)
+
+            def advance() -> None:
+                bar.advance(task)
+
+            checks = run_validation(sizes, workers, advance, store) if serving else []
+            if context:
+                checks += run_context_validation(episodes, workers, advance)
+    finally:
+        if store is not None:
+            store.close()
+    if store is not None:
+        console.print(f"wrote {store.write_checks(checks)}")
+    _print(checks)
+
+
+def _store(out: Path, sizes: Sizes, resume: bool) -> JobStore:
+    """The serving checks' store of finished episodes in `out` (resumed when asked)."""
+    from .common.edge import check_out_dir
+    from .serving.validate_store import JobStore
+
+    check_out_dir(out)
+    store = JobStore(out, {"sizes": asdict(sizes)}, resume=resume)
+    if store.done:
+        console.print(f"resuming {out}: {len(store.done)} finished episodes kept")
+    return store
+
+
+def _print(checks: list[Check]) -> None:
+    """The checks as one table; exit 1 when one failed."""
     table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
     for check in checks:
         verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"

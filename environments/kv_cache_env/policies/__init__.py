@@ -20,6 +20,7 @@ from .expert import ExpertPolicy
 from .heuristics import GRID_RULES, HEURISTICS, SESSION_RULES, SINGLE_ACTION
 from .learned import LearnedPolicy
 from .lookahead import BASE_HEURISTICS, LookaheadPolicy
+from .regime_rule import RegimeRulePolicy
 from .session_rules import MinWastePolicy
 
 _REGISTRY: dict[str, Callable[[], Policy]] = {}
@@ -68,6 +69,7 @@ for _cls in (
     *HEURISTICS,
     *SESSION_RULES,
     MinWastePolicy,
+    RegimeRulePolicy,
     LearnedPolicy,
     BoundPolicy,
     ExpertPolicy,
@@ -92,9 +94,15 @@ def bound_pool() -> list[Callable[[], Policy]]:
     return [make for name, make in _REGISTRY.items() if name not in NOT_IN_POOL]
 
 
-BUILTIN: tuple[str, ...] = tuple(
-    c.name for c in (*HEURISTICS, *SESSION_RULES, MinWastePolicy, LearnedPolicy, BoundPolicy)
+_DEFAULT_SET = (
+    *HEURISTICS,
+    *SESSION_RULES,
+    MinWastePolicy,
+    RegimeRulePolicy,
+    LearnedPolicy,
+    BoundPolicy,
 )
+BUILTIN: tuple[str, ...] = tuple(c.name for c in _DEFAULT_SET)
 """The policies `kvarena eval` runs by default (the single-action strategies are for checks)."""
 
 __all__ = [
