@@ -27,7 +27,7 @@ from kv_cache_env.bounded_read import (
     iter_line_bytes,
     read_json,
 )
-from kv_cache_env.policies import REFERENCE
+from kv_cache_env.policies import ANCHORS, REFERENCE
 from kv_cache_env.sim import ACTIONS, SUITE, SUITE_VERSION, TIERS
 from kv_context_env import CONTEXT_SUITE_VERSION
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
@@ -540,7 +540,7 @@ def build_report(
                 for r in rows
             ]
         scenarios = sorted({r.scenario for r in rows}, key=scenario_order)
-        ranking = rank_agents(serving, scenarios, reference)
+        ranking = rank_agents(serving, scenarios, reference, anchors=ANCHORS)
         figs = build_figures(rows, ranking)
     board = context_board.context_board(context, prices) if context else None
     source = reference_source or _reference_source(serving, reference)

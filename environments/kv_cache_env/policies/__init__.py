@@ -84,6 +84,9 @@ for _make in BASE_HEURISTICS:  # lookahead's own variants (e.g. priority@0.8), f
 
 REFERENCE = BoundPolicy.name
 """The leaderboard's reference (normalized scores run from noop to it)."""
+ANCHORS: tuple[str, ...] = ("vllm-default", RegimeRulePolicy.name)
+"""The leaderboard's anchor rows, each agent compared with them on paired seeds: "does it beat
+what vLLM does?" and "does it beat the best fixed rule for the regime?"."""
 NOT_IN_POOL = frozenset({"random", "bound", "lookahead", "expert"})
 
 
@@ -106,6 +109,7 @@ BUILTIN: tuple[str, ...] = tuple(c.name for c in _DEFAULT_SET)
 """The policies `kvarena eval` runs by default (the single-action strategies are for checks)."""
 
 __all__ = [
+    "ANCHORS",
     "BASE_HEURISTICS",
     "BUILTIN",
     "REFERENCE",
