@@ -256,3 +256,18 @@ def test_a_validation_run_is_resumed_only_as_it_was_started(tmp_path):
         JobStore(tmp_path, {"sizes": {"episodes": 3}}, resume=False)
     with pytest.raises(InputError, match=r"cannot resume .*sizes"):
         JobStore(tmp_path, {"sizes": {"episodes": 4}}, resume=True)
+
+
+def test_labels_are_shown_only_for_the_suite_version_they_were_measured_on(tmp_path):
+    import json
+
+    from evals.serving.labels import Label, shipped_labels, write_labels
+
+    path = tmp_path / "labels.json"
+    assert shipped_labels(path) is None  # not measured yet
+    write_labels(path, {"hard": Label("swap-paused", 0.934)}, range(650_000, 650_100))
+    assert shipped_labels(path) == {"hard": Label("swap-paused", 0.934)}
+    data = json.loads(path.read_text())
+    assert data["proof_seeds"] == [650_000, 650_099]
+    path.write_text(json.dumps(data | {"suite_version": "3"}))
+    assert shipped_labels(path) is None

@@ -65,6 +65,7 @@ from rubrics import DEFAULT_WEIGHTS
 
 from ..common.checks import Check
 from ..common.stats import mean_ci
+from .labels import Label, write_labels
 from .validate_jobs import Job, run_job, run_jobs
 from .validate_results import Results, record_digest
 from .validate_store import JobStore
@@ -331,6 +332,9 @@ def run_validation(
     checks.append(blind_check(tables, blind))
     checks += adaptivity_checks(tables, experts, rules)
     checks.append(labels_check(tables, rules))
+    if store is not None:
+        labels = {sc: Label(r, share) for sc, (r, share) in rule_solvable(tables, rules).items()}
+        write_labels(store.path / "labels.json", labels, sizes.proof)
     checks.append(rules_check(tables, rules))
     checks.append(stretch_check(results, experts, rules, few, sizes.proof[: sizes.told]))
     checks.append(reported_check(results, tables, few))
