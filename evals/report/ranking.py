@@ -84,27 +84,7 @@ def rank_agents(
         if r.get("status") == "ok" and r.get("reward") is not None:
             rewards.setdefault((r["scenario"], r["agent"]), {})[r["seed"]] = float(r["reward"])
     agents = list(dict.fromkeys(r["agent"] for r in results))
-    values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    """scenario -> (agents x seeds rewards, nan = absent; noop per seed; bound per seed)."""
-    ranges: dict[str, float] = {}
-    for scenario in scenarios:
-        lowest = rewards.get((scenario, floor), {})
-        highest = rewards.get((scenario, top), {})
-        seeds = sorted(set(lowest) & set(highest))
-        if not seeds:
-            continue
-        low = np.array([lowest[s] for s in seeds])
-        high = np.array([highest[s] for s in seeds])
-        ranges[scenario] = float(high.mean() - low.mean())
-        if ranges[scenario] < MIN_RANGE:
-            continue
-        matrix = np.full((len(agents), len(seeds)), np.nan)
-        for i, agent in enumerate(agents):
-            mine = rewards.get((scenario, agent), {})
-            for j, seed in enumerate(seeds):
-                if seed in mine:
-                    matrix[i, j] = mine[seed]
-        values[scenario] = (matrix, low, high)
+    values, ranges = _values(rewards, agents, scenarios, floor, top)
     normalized = list(values)
     ones = {sc: np.ones((1, m[0].shape[1])) for sc, m in values.items()}
     point = _suite_scores(ones, values, len(agents), 1)[0]
@@ -147,6 +127,42 @@ def rank_agents(
         )
     rows.sort(key=lambda r: (r.rank is None, r.rank or 0, -_key(r.reward), r.agent))
     return Ranking(rows, list(scenarios), normalized, ranges, present)
+
+
+Values = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""scenario -> (agents x seeds rewards, nan = absent; noop per seed; bound per seed)."""
+
+
+def _values(
+    rewards: Mapping[tuple[str, str], Mapping[int, float]],
+    agents: Sequence[str],
+    scenarios: Sequence[str],
+    floor: str,
+    top: str,
+) -> tuple[Values, dict[str, float]]:
+    """Per scenario with a range, the agents' rewards on the seeds where `floor` and `top` both
+    ran; and every scenario's range (mean top - mean floor) where they did."""
+    values: Values = {}
+    ranges: dict[str, float] = {}
+    for scenario in scenarios:
+        lowest = rewards.get((scenario, floor), {})
+        highest = rewards.get((scenario, top), {})
+        seeds = sorted(set(lowest) & set(highest))
+        if not seeds:
+            continue
+        low = np.array([lowest[s] for s in seeds])
+        high = np.array([highest[s] for s in seeds])
+        ranges[scenario] = float(high.mean() - low.mean())
+        if ranges[scenario] < MIN_RANGE:
+            continue
+        matrix = np.full((len(agents), len(seeds)), np.nan)
+        for i, agent in enumerate(agents):
+            mine = rewards.get((scenario, agent), {})
+            for j, seed in enumerate(seeds):
+                if seed in mine:
+                    matrix[i, j] = mine[seed]
+        values[scenario] = (matrix, low, high)
+    return values, ranges
 
 
 def _versus(
