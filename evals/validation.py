@@ -47,15 +47,21 @@ def validate_command(
     ] = 100,
     expert_episodes: Annotated[
         int | None,
-        typer.Option(min=1, help="Of those, how many the expert plays (default: 30, at most N)."),
+        typer.Option(
+            min=1, metavar="N", help="Of those, how many the expert plays (default: 30, at most N)."
+        ),
     ] = None,
     ablation_episodes: Annotated[
         int | None,
-        typer.Option(min=1, help="Episodes per scenario for each masked bound (default: 30)."),
+        typer.Option(
+            min=1, metavar="N", help="Episodes per scenario for each masked bound (default: 30)."
+        ),
     ] = None,
     screen_episodes: Annotated[
         int,
-        typer.Option(min=1, help="Tuning episodes per scenario for the rule grid's screen."),
+        typer.Option(
+            min=1, metavar="N", help="Tuning episodes per scenario for the rule grid's screen."
+        ),
     ] = 10,
     workers: Workers = CPUS,
     family: Annotated[

@@ -37,6 +37,7 @@ from kv_cache_env.llm.model_output import one_line
 from rubrics.weights import RubricWeights, WeightError
 
 from .durable import OutputError
+from .help import HelpGroup
 from .secrets import scrub
 
 W = TypeVar("W", bound=RubricWeights)
@@ -127,8 +128,9 @@ def debug_enabled() -> bool:
     return os.environ.get("KVARENA_DEBUG", "") not in ("", "0")
 
 
-class SafeGroup(typer.core.TyperGroup):
-    """The top-level handler: no traceback unless `--debug` / KVARENA_DEBUG=1."""
+class SafeGroup(HelpGroup):
+    """The top-level handler: no traceback unless `--debug` / KVARENA_DEBUG=1 (and the
+    help screens of `help`)."""
 
     def invoke(self, ctx: Any) -> Any:
         try:

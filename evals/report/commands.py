@@ -15,21 +15,30 @@ def report_command(
     runs: Annotated[
         list[Path],
         typer.Argument(
-            help="Run directories or results.jsonl files of kvarena eval, context-eval or both."
+            metavar="RUNS...",
+            help="Run directories or results.jsonl files of kvarena eval, context-eval or both.",
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Report directory.")] = Path("report"),
+    out: Annotated[
+        Path, typer.Option("--out", "-o", metavar="DIR", help="Report directory.")
+    ] = Path("report"),
     dataset: Annotated[
-        Path | None, typer.Option(help="Also save the results as a datasets.Dataset here.")
+        Path | None,
+        typer.Option(metavar="DIR", help="Also save the results as a datasets.Dataset here."),
     ] = None,
     price_in: Annotated[
-        float | None, typer.Option(min=0, help="$ per M fresh input tokens (with the other two).")
+        float | None,
+        typer.Option(
+            min=0, metavar="PRICE", help="$ per M fresh input tokens (with the other two)."
+        ),
     ] = None,
     price_cached: Annotated[
-        float | None, typer.Option(min=0, help="$ per M input tokens read from the cache.")
+        float | None,
+        typer.Option(min=0, metavar="PRICE", help="$ per M input tokens read from the cache."),
     ] = None,
     price_write: Annotated[
-        float | None, typer.Option(min=0, help="$ per M input tokens written to the cache.")
+        float | None,
+        typer.Option(min=0, metavar="PRICE", help="$ per M input tokens written to the cache."),
     ] = None,
 ) -> None:
     """Build leaderboard.md and a self-contained index.html from one or more runs, a section

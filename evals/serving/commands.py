@@ -274,7 +274,10 @@ def bench_command(
     ] = 1000,
     trace: Annotated[
         str,
-        typer.Option(help="Trace for the replay figure: a built-in name (kvarena traces) or path."),
+        typer.Option(
+            metavar="NAME|FILE",
+            help="Trace for the replay figure: a built-in name (kvarena traces) or path.",
+        ),
     ] = "mooncake-conversation",
     as_json: Annotated[bool, typer.Option("--json", help="Print figures as JSON.")] = False,
     speed: Annotated[
@@ -282,19 +285,26 @@ def bench_command(
     ] = True,
     before: Annotated[
         Path | None,
-        typer.Option(help="Worktree of an older commit, measured beside this one (ratios)."),
+        typer.Option(
+            metavar="DIR", help="Worktree of an older commit, measured beside this one (ratios)."
+        ),
     ] = None,
     naive: Annotated[
         Path | None,
         typer.Option(
+            metavar="FILE",
             help="Speed table: the naive replay script timed as the machine's yardstick "
-            "(default: shared/tools/naive_replay.py beside the checkout, when there)."
+            "(default: shared/tools/naive_replay.py beside the checkout, when there).",
         ),
     ] = None,
-    repeats: Annotated[int, typer.Option(min=1, help="Speed table: paired repeats.")] = 3,
-    bound_episodes: Annotated[int, typer.Option(min=0, help="Speed table: bound episodes.")] = 6,
+    repeats: Annotated[
+        int, typer.Option(min=1, metavar="N", help="Speed table: paired repeats.")
+    ] = 3,
+    bound_episodes: Annotated[
+        int, typer.Option(min=0, metavar="N", help="Speed table: bound episodes.")
+    ] = 6,
     speed_episodes: Annotated[
-        int, typer.Option(min=1, help="Speed table: hard episodes per policy.")
+        int, typer.Option(min=1, metavar="N", help="Speed table: hard episodes per policy.")
     ] = 200,
 ) -> None:
     """Measure simulator speed, the full-trace replay time and the observation size; with
