@@ -10,7 +10,7 @@ import typer
 
 from ..common.console import split_list
 from ..common.edge import InputError, check_options, parse_weights
-from ..common.options import MODEL_PANEL, RUN_PANEL, Episodes, Out
+from ..common.options import MODEL_PANEL, RUN_PANEL, Episodes, Out, Wide
 
 Policy = Annotated[
     list[str] | None,
@@ -115,6 +115,7 @@ def context_eval_command(
     max_tokens: MaxTokens = None,
     out: Out = None,
     weights: Weights = None,
+    wide: Wide = False,
 ) -> None:
     """The conversation-context family: which blocks of one long chat stay cached. Writes
     results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
@@ -149,5 +150,6 @@ def context_eval_command(
         max_tokens=max_tokens or (DEFAULT_MAX_TOKENS if model and is_local(model) else 512),
         out=out or Path("runs") / datetime.now(UTC).strftime("context-%Y%m%d-%H%M%S"),
         weights=parsed,
+        wide=wide,
     )
     run_context_command(args)

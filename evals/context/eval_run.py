@@ -16,10 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich import box
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from kv_cache_env.llm.model_output import one_line
 from kv_cache_env.llm.provider_responses import ProviderError
@@ -29,7 +26,8 @@ from kv_context_env.policies.baselines import CONTEXT_POLICIES
 from kv_context_env.sim.episode import ContextEpisode
 from rubrics.context import ContextWeights
 
-from ..common.console import console as err_console
+from ..common.columns import Column, Fitted, fit_table
+from ..common.console import console
 from ..common.durable import LineLog, OutputError, describe, refuse_links, write_atomic
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_out_dir
 from ..common.hosted_client import openai_client
@@ -45,8 +43,6 @@ from .run import (
     hf_reader,
     play_policy,
 )
-
-console = Console()
 
 
 class ContextEvalError(ValueError):
@@ -71,6 +67,8 @@ class ContextEvalArgs:
     timeout_s: float = 120.0
     max_tokens: int = 512
     """Cap on each agent reply (tool calls fit easily; a small local model rambles)."""
+    wide: bool = False
+    """Print every column of the tables, however wide."""
 
 
 def run_context_command(args: ContextEvalArgs) -> None:
@@ -83,16 +81,23 @@ def run_context_command(args: ContextEvalArgs) -> None:
     except ContextEvalError as error:
         raise InputError(str(error)) from None
     except KeyboardInterrupt as error:
-        err_console.print(f"[yellow]interrupted:[/yellow] finished episodes are in {args.out}")
+        console.print(f"[yellow]interrupted:[/yellow] finished episodes are in {args.out}")
         raise typer.Exit(interrupt_status(error)) from None
-    print_context_tables(results)
-    err_console.print(
-        f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'} in "
-        f"{time.perf_counter() - started:.1f}s"
+    print_context_tables(results, wide=args.wide)
+    from ..report.build import assemble  # (start-up time: numpy's bootstrap)
+    from ..report.terminal import print_rankings, report_command_line
+
+    print_rankings(assemble(results), wide=args.wide)
+    info = _read_info(args.out)
+    console.print(
+        f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'}: "
+        f"{info.get('episodes_run', len(results))} episodes in "
+        f"{info.get('wall_time_s', time.perf_counter() - started):.1f} s"
     )
+    console.print(f"report: {report_command_line([args.out], args.out / 'report')}")
     failed = sum(1 for r in results if r["status"] != "ok")
     if failed:
-        err_console.print(
+        console.print(
             f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
             f"results (exit status {EXIT_EPISODES_FAILED})"
         )
@@ -163,6 +168,15 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             with suppress(OutputError):  # an error on its way out says what went wrong
                 _write_info(args, reader_label, results, status, started, reason)
     return results
+
+
+def _read_info(out: Path) -> dict[str, Any]:
+    """The run.json just written ({} if it cannot be read back)."""
+    try:
+        info = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def _write_info(
@@ -350,24 +364,35 @@ def _progress() -> Iterator[Progress]:
         yield progress
 
 
-def print_context_tables(results: list[dict[str, Any]]) -> None:
-    levels = list(dict.fromkeys(r["level"] for r in results))
-    for level in levels:
+METRICS: tuple[tuple[str, str, str, int], ...] = (
+    ("ROUGE-L", "rouge_l", ".3f", 1),
+    ("exact", "value_accuracy", ".2f", 2),
+    ("facts", "facts_visible", ".2f", 3),
+    ("OOM", "oom_events", ".1f", 4),
+    ("blocks", "mean_active_blocks", ".1f", 6),
+    ("recalls", "recalls", ".1f", 5),
+)
+"""The table's metric columns: (header, metric, format, priority: the higher, the sooner a
+narrow terminal leaves it out)."""
+
+
+def context_tables(
+    results: list[dict[str, Any]], *, wide: bool = False, width: int | None = None
+) -> list[Fitted]:
+    """One table per level, best reward first, fitted to the terminal (`columns.fit_table`):
+    the agent, its reader, n and the reward always, the metrics as the width allows."""
+    tables = []
+    for level in dict.fromkeys(r["level"] for r in results):
         rows = [r for r in results if r["level"] == level]
         budget = LEVELS[level].max_blocks
         readers = sorted({r["reader"] for r in rows})
         one_reader = len(readers) == 1
-        table = Table(
-            title=f"context · {level} · budget {budget} blocks"
-            + (f" · reader {readers[0]}" if one_reader else ""),
-            caption="facts: asked facts still cached · OOM: engine evictions · blocks: mean active",
-            box=box.SIMPLE_HEAD,
-        )
-        table.add_column("agent", no_wrap=True)
+        columns = [Column("agent", justify="left")]
         if not one_reader:
-            table.add_column("reader", no_wrap=True)
-        for header in ("n", "ROUGE-L", "exact", "facts", "OOM", "blocks", "recalls", "reward ±95%"):
-            table.add_column(header, justify="right", no_wrap=True)
+            columns.append(Column("reader", justify="left"))
+        columns.append(Column("n"))
+        columns += [Column(header, drop=drop) for header, _, _, drop in METRICS]
+        columns.append(Column("reward ±95%"))
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for r in rows:
             groups.setdefault((r["agent"], r["reader"]), []).append(r)
@@ -375,26 +400,41 @@ def print_context_tables(results: list[dict[str, Any]]) -> None:
             groups.items(),
             key=lambda kv: -_mean([r["reward"] for r in kv[1] if r["status"] == "ok"]),
         )
+        cells = []
         for (agent, reader), group in ordered:
             ok = [r for r in group if r["status"] == "ok"]
             failed = len(group) - len(ok)
             names = [agent] if one_reader else [agent, reader]
             if not ok:
-                table.add_row(*names, f"0 ({failed} failed)", *["-"] * 7)
+                cells.append([*names, f"0 ({failed} failed)", *["-"] * (len(METRICS) + 1)])
                 continue
             reward, reward_half = mean_ci([r["reward"] for r in ok])
-            table.add_row(
-                *names,
-                f"{len(ok)}" + (f" ({failed} failed)" if failed else ""),
-                f"{_mean([r['metrics']['rouge_l'] for r in ok]):.3f}",
-                f"{_mean([r['metrics']['value_accuracy'] for r in ok]):.2f}",
-                f"{_mean([r['metrics']['facts_visible'] for r in ok]):.2f}",
-                f"{_mean([r['metrics']['oom_events'] for r in ok]):.1f}",
-                f"{_mean([r['metrics']['mean_active_blocks'] for r in ok]):.1f}",
-                f"{_mean([r['metrics']['recalls'] for r in ok]):.1f}",
-                f"{reward:+.3f}±{reward_half:.2f}",
+            cells.append(
+                [
+                    *names,
+                    f"{len(ok)}" + (f" ({failed} failed)" if failed else ""),
+                    *(
+                        format(_mean([r["metrics"][key] for r in ok]), spec)
+                        for _, key, spec, _ in METRICS
+                    ),
+                    f"{reward:+.3f}±{reward_half:.2f}",
+                ]
             )
-        console.print(table)
+        title = f"context · {level} · budget {budget} blocks" + (
+            f" · reader {readers[0]}" if one_reader else ""
+        )
+        caption = "facts: asked facts still cached · OOM: engine evictions · blocks: mean active"
+        tables.append(
+            fit_table(columns, cells, title=title, caption=caption, wide=wide, width=width)
+        )
+    return tables
+
+
+def print_context_tables(results: list[dict[str, Any]], *, wide: bool = False) -> None:
+    """`context_tables`, printed; the columns left out are named once, after the last."""
+    tables = context_tables(results, wide=wide)
+    for i, fitted in enumerate(tables):
+        fitted.print(note=i == len(tables) - 1)
 
 
 def _mean(values: list[float]) -> float:

@@ -43,9 +43,17 @@ def report_command(
 ) -> None:
     """Build leaderboard.md and a self-contained index.html from one or more runs, a section
     per family (serving, context); with the three prices, also the input cost per episode in
-    dollars from the recorded usage."""
+    dollars from the recorded usage. Prints the rankings it wrote."""
     from ..prompt_cache.provider import Prices
-    from .build import ReportError, build_report, read_results, shipped_reference, to_dataset
+    from .build import (
+        ReportError,
+        assemble,
+        read_results,
+        shipped_reference,
+        to_dataset,
+        write_report,
+    )
+    from .terminal import print_rankings
 
     check_options(
         {"--price-in": price_in, "--price-cached": price_cached, "--price-write": price_write}
@@ -69,11 +77,13 @@ def report_command(
     reference = shipped_reference(runs, results)
     if reference:
         console.print(f"reference: shipped table ({len(reference)} noop and bound episodes)")
+    board = assemble(results, prices, reference)
     with console.status("rendering figures"):
-        rows = build_report(results, out, [str(r) for r in runs], prices, reference)
+        rows = write_report(board, out, [str(r) for r in runs])
     if dataset is not None:
         to_dataset(results).save_to_disk(str(dataset))
         console.print(f"saved the dataset to {dataset}")
+    print_rankings(board)
     failed = sum(r.failed for r in rows)
     console.print(
         f"{len(results)} episodes ({failed} failed) in {len(rows)} rows: "

@@ -21,6 +21,7 @@ from ..common.options import (
     Constrain,
     Episodes,
     Out,
+    Wide,
     Workers,
 )
 
@@ -207,14 +208,6 @@ Force = Annotated[
     bool,
     typer.Option(
         help="Move results already in --out aside and start fresh.",
-        rich_help_panel=OUTPUT_PANEL,
-    ),
-]
-Wide = Annotated[
-    bool,
-    typer.Option(
-        help="Result tables with every column (each rubric component and call count), "
-        "wider than 100 characters.",
         rich_help_panel=OUTPUT_PANEL,
     ),
 ]

@@ -28,6 +28,8 @@ from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_options, parse
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
 from ..common.secrets import scrub
+from ..report.build import assemble
+from ..report.terminal import print_rankings, report_command_line
 from .jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
 from .normalize import normalized_scores
 from .reference_table import source_digest
@@ -118,10 +120,13 @@ def run_eval(args: EvalArgs) -> None:
         _execute(pending, args, spec, local_server, run)
         results = run.finish(job.key for job in jobs)
         run_info = write_run_info(out, run_info, results, "complete", started)
-    wall = time.perf_counter() - started
     _print_results(results, args, weights)
     failed = run_info["episodes_failed"]
-    console.print(f"wrote {run.results_path} and {out / 'run.json'} in {wall:.1f}s")
+    console.print(
+        f"wrote {run.results_path} and {out / 'run.json'}: {run_info['episodes_run']} episodes "
+        f"in {run_info['wall_time_s']:.1f} s"
+    )
+    console.print(f"report: {report_command_line([out], out / 'report')}", highlight=False)
     if failed:
         console.print(
             f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
@@ -172,6 +177,7 @@ def _print_results(results: list[dict[str, Any]], args: EvalArgs, weights: Weigh
         reference, sources = reference_for_scoring(results, weights)
     normalized = normalized_scores([*results, *reference])
     print_tables(summarize(results), normalized, wide=args.wide, reference=sources)
+    print_rankings(assemble(results, reference=reference), wide=args.wide)
 
 
 def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
