@@ -56,15 +56,22 @@ def split_list(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
+def rate(done: int, seconds: float) -> str:
+    """How fast: items per second, or seconds per item when slower than one a second."""
+    if done <= 0 or seconds <= 0:
+        return "-/s"
+    speed = done / seconds
+    return f"{speed:.1f}/s" if speed >= 1 else f"{1 / speed:.1f} s each"
+
+
 class RateColumn(ProgressColumn):
-    """Items per second (or seconds per item when slower than one a second)."""
+    """The average rate since the bar started (`rate`), over the items done in this run: a
+    bar that starts part-way (episodes answered before it began, its `kept` field) does not
+    count those. The same figure as `summary_line`'s."""
 
     def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        if not speed:
-            return Text("-/s", style="progress.data.speed")
-        shown = f"{speed:.1f}/s" if speed >= 1 else f"{1 / speed:.1f} s each"
-        return Text(shown, style="progress.data.speed")
+        done = int(task.completed) - int(task.fields.get("kept", 0))
+        return Text(rate(done, task.elapsed or 0.0), style="progress.data.speed")
 
 
 def progress() -> Progress:
@@ -82,11 +89,14 @@ def progress() -> Progress:
     )
 
 
-def summary_line(done: int, failed: int, seconds: float, what: str = "episodes") -> str:
-    """The line that closes a progress bar: what was done, how fast, what failed."""
-    rate = done / seconds if seconds > 0 else 0.0
-    line = f"{done} {what} in {seconds:.1f} s ({rate:.1f}/s)"
-    return line + (f", [yellow]{failed} failed[/yellow]" if failed else ", none failed")
+def summary_line(
+    done: int, failed: int, seconds: float, what: str = "episodes", kept: str = ""
+) -> str:
+    """The line that closes a progress bar: what was done, how fast (`rate`), what failed;
+    `kept`: what the bar counted without playing it ("180 from the shipped reference table")."""
+    line = f"{done} {what} played in {seconds:.1f} s ({rate(done, seconds)})"
+    line += f", [yellow]{failed} failed[/yellow]" if failed else ", none failed"
+    return line + (f"; {kept}" if kept else "")
 
 
 def versions() -> dict[str, str]:

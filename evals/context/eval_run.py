@@ -91,8 +91,8 @@ def run_context_command(args: ContextEvalArgs) -> None:
     info = _read_info(args.out)
     console.print(
         f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'}: "
-        f"{info.get('episodes_run', len(results))} episodes in "
-        f"{info.get('wall_time_s', time.perf_counter() - started):.1f} s"
+        f"{info.get('episodes_run', len(results))} episodes, "
+        f"{info.get('wall_time_s', time.perf_counter() - started):.1f} s from start to finish"
     )
     console.print(f"report: {report_command_line([args.out], args.out / 'report')}")
     failed = sum(1 for r in results if r["status"] != "ok")

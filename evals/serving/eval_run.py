@@ -123,8 +123,8 @@ def run_eval(args: EvalArgs) -> None:
     _print_results(results, args, weights)
     failed = run_info["episodes_failed"]
     console.print(
-        f"wrote {run.results_path} and {out / 'run.json'}: {run_info['episodes_run']} episodes "
-        f"in {run_info['wall_time_s']:.1f} s"
+        f"wrote {run.results_path} and {out / 'run.json'}: {run_info['episodes_run']} episodes, "
+        f"{run_info['wall_time_s']:.1f} s from start to finish"
     )
     console.print(f"report: {report_command_line([out], out / 'report')}", highlight=False)
     if failed:
@@ -350,7 +350,7 @@ def _execute(
             shipped, computed = reference_from_table(pending)
             for result in shipped:
                 run.add(result)
-            for _job, result in _run_jobs(computed, args.workers):
+            for _job, result in _run_jobs(computed, args.workers, len(shipped)):
                 run.add(result)
     finally:
         if local_server is not None:
@@ -386,19 +386,23 @@ def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: R
     console.print(summary_line(len(jobs), errors, time.perf_counter() - started))
 
 
-def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
+def _run_jobs(
+    jobs: list[EpisodeJob], workers: int, shipped: int = 0
+) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
     """Play the jobs (in worker processes when more than one), with a progress bar that ends
-    on a summary line."""
+    on a summary line. `shipped`: the run's episodes answered from the shipped reference table,
+    which the bar counts as done from its start (its total is the run's), not in its rate."""
     if not jobs:
         return
     started, failed = time.perf_counter(), 0
     with progress() as bar:
-        task = bar.add_task("episodes", total=len(jobs))
+        task = bar.add_task("episodes", total=shipped + len(jobs), completed=shipped, kept=shipped)
         for job, result in _play(jobs, workers):
             failed += result["status"] != "ok"
             yield job, result
             bar.advance(task)
-    console.print(summary_line(len(jobs), failed, time.perf_counter() - started))
+    kept = f"{shipped} from the shipped reference table" if shipped else ""
+    console.print(summary_line(len(jobs), failed, time.perf_counter() - started, kept=kept))
 
 
 def _play(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
