@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .common.console import console, out_console, progress
+from .common.console import console, out_console, progress, status_line
 from .common.options import CPUS, Workers
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ def validate_command(
     ] = False,
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
+    status_line(f"validate: loading the {'' if family == 'all' else family + ' '}checks")
     from .common.edge import InputError
     from .context.validate import context_validation_jobs, run_context_validation
     from .serving.validate import Sizes, run_validation

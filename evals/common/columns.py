@@ -21,6 +21,9 @@ from rich.table import Table
 
 from .console import out_console
 
+CUT_WIDTH = 12
+"""The narrowest a `cut` column gets."""
+
 
 @dataclass(frozen=True)
 class Column:
@@ -30,6 +33,9 @@ class Column:
     justify: Literal["left", "right"] = "right"
     wrap: bool = False
     """Prose that may wrap between words (names and numbers never wrap)."""
+    cut: bool = False
+    """Prose that may be cut short with an ellipsis to keep one line per row (a summary whose
+    whole text is one command away); never a name or a number."""
     bold: bool = False
 
 
@@ -82,6 +88,7 @@ def build_table(
             justify=column.justify,
             no_wrap=not column.wrap,
             overflow="fold" if column.wrap else "ellipsis",
+            min_width=CUT_WIDTH if column.cut else None,
             style="bold" if column.bold else None,
         )
     for row in rows:
@@ -98,7 +105,9 @@ def table_width(table: Table, console: Console | None = None) -> Measurement:
     for column in table.columns:
         texts = [str(column.header), *(str(cell) for cell in column.cells)]
         natural += max(cell_len(text) for text in texts)
-        if column.no_wrap:
+        if column.min_width == CUT_WIDTH:  # a `cut` column
+            narrowest += max(CUT_WIDTH, cell_len(str(column.header)))
+        elif column.no_wrap:
             narrowest += max(cell_len(text) for text in texts)
         else:
             narrowest += max(cell_len(word) for text in texts for word in text.split() or [""])
@@ -138,4 +147,18 @@ def fit_table(
         keep.remove(worst)
         table = build(keep)
     left_out = [columns[i].header for i in range(len(columns)) if i not in keep]
+    _share_cut_columns(table, width)
     return Fitted(table, left_out, width)
+
+
+def _share_cut_columns(table: Table, width: int) -> None:
+    """Where the table is wider than `width`, the `cut` columns take what the others leave
+    (rich would otherwise narrow every column alike, names included)."""
+    cut = [c for c in table.columns if c.min_width == CUT_WIDTH]
+    widest = table_width(table).maximum
+    if not cut or widest <= width:
+        return
+    natural = sum(max(cell_len(str(x)) for x in [c.header, *c.cells]) for c in cut)
+    room = width - (widest - natural)
+    for column in cut:
+        column.max_width = max(CUT_WIDTH, room // len(cut))

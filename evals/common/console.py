@@ -19,36 +19,22 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 from rich.text import Text
 
 console = Console(stderr=True)
 out_console = Console()
 
 
-def print_named_rows(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None
-) -> None:
-    """A table whose first column holds names a user types (policies, scenarios, traces):
-    those are never cut, at any terminal width. Other cells wrap; where even that leaves the
-    other columns under 10 characters each, every row is printed as a block of lines instead."""
-    width = out_console.width
-    name_width = max(len(headers[0]), *(len(row[0]) for row in rows))
-    if width >= name_width + 4 + 13 * (len(headers) - 1):
-        table = Table(title=title, title_justify="left")
-        table.add_column(headers[0], no_wrap=True, min_width=name_width, style="bold")
-        for header in headers[1:]:
-            table.add_column(header, overflow="fold")
-        for row in rows:
-            table.add_row(*row)
-        out_console.print(table)
-        return
-    if title:
-        out_console.print(title, soft_wrap=True)
-    for row in rows:
-        out_console.print(f"[bold]{row[0]}[/bold]", soft_wrap=True)
-        for header, cell in zip(headers[1:], row[1:], strict=True):
-            out_console.print(f"  {header}: {cell}", soft_wrap=True, highlight=False)
+def status_line(text: str) -> None:
+    """What a command says first (on stderr), before it loads what takes a while: every
+    command's first line comes within a second."""
+    console.print(text, highlight=False, markup=False)
+
+
+def plan_line(command: str, done: int, counts: Sequence[tuple[int, str]], out: object) -> str:
+    """`eval: 1620 episodes (18 agents x 9 scenarios x 10 seeds) into runs/x`."""
+    parts = " x ".join(f"{n} {what}" for n, what in counts)
+    return f"{command}: {done} episodes ({parts}) into {out}"
 
 
 def split_list(values: list[str] | None) -> list[str]:

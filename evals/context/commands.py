@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..common.console import split_list
+from ..common.console import split_list, status_line
 from ..common.edge import InputError, check_options, parse_weights
 from ..common.options import MODEL_PANEL, RUN_PANEL, Episodes, Out, Wide
 
@@ -119,6 +119,7 @@ def context_eval_command(
 ) -> None:
     """The conversation-context family: which blocks of one long chat stay cached. Writes
     results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
+    status_line("context-eval: loading the context family")
     from kv_context_env.policies.baselines import CONTEXT_POLICIES
     from rubrics.context import ContextWeights
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -27,10 +28,9 @@ from kv_context_env.sim.episode import ContextEpisode
 from rubrics.context import ContextWeights
 
 from ..common.columns import Column, Fitted, fit_table
-from ..common.console import console
+from ..common.console import console, plan_line
 from ..common.durable import LineLog, OutputError, describe, refuse_links, write_atomic
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_out_dir
-from ..common.hosted_client import openai_client
 from ..common.processes import interrupt_status, interrupts_deferred, terminate_as_interrupt
 from ..common.results import dumps
 from ..common.secrets import key_from_env
@@ -134,6 +134,11 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             for agent in agents
             for i in range(args.episodes)
         ]
+        counts = [(len(agents), "agents"), (len(args.levels), "levels"), (args.episodes, "seeds")]
+        console.print(
+            plan_line("context-eval", len(jobs), counts, args.out) + f", reader {reader_label}",
+            highlight=False,
+        )
         refuse_links(args.out, ("results.jsonl", "run.json", "transcripts"))
         with suppress(FileNotFoundError):
             (args.out / "results.jsonl").unlink()  # a fresh run (context-eval has no resume)
@@ -218,11 +223,9 @@ def _play_baseline(
 ) -> dict[str, Any]:
     """One baseline episode; a reader that fails (endpoint down, model error) fails the
     episode, which is recorded, not the run."""
-    import openai
-
     try:
         record = play_policy(agent, level, seed, reader, max_blocks=args.max_blocks)
-    except (openai.OpenAIError, TimeoutError, RuntimeError, ProviderError) as error:
+    except _reader_errors() as error:
         message = one_line(f"{type(error).__name__}: {error}", 500)
         return context_result(
             agent=agent, reader=reader_label, level=level, seed=seed, record=None, error=message
@@ -235,6 +238,14 @@ def _play_baseline(
         record=record,
         weights=args.weights,
     )
+
+
+def _reader_errors() -> tuple[type[BaseException], ...]:
+    """What a failing reader raises: openai's errors only where a reader imported openai (the
+    extractive reader never does, and importing it costs a second)."""
+    errors: tuple[type[BaseException], ...] = (TimeoutError, RuntimeError, ProviderError)
+    openai = sys.modules.get("openai")
+    return errors + ((openai.OpenAIError,) if openai is not None else ())
 
 
 def _play_model(
@@ -250,6 +261,8 @@ def _play_model(
     from kv_cache_env.llm.agent_loop import Transcript
     from kv_cache_env.llm.openai_chat import openai_chat
     from kv_context_env.llm.agent import CONTEXT_TOOLS, play_context_episode
+
+    from ..common.hosted_client import openai_client
 
     base_url, key, model = endpoint
     agent = args.model or model

@@ -60,6 +60,9 @@ def cache_replay_command(
     """Replay eval transcripts under five prompt-cache breakpoint strategies and compare costs:
     none, system (after the system prompt), rolling (on the last message), tiers (the stability
     tiers) and hybrid (tiers plus a rolling breakpoint; the hosted client's default)."""
+    from ..common.console import status_line
+
+    status_line("cache-replay: reading the transcripts")
     from .minimums import min_cacheable_tokens
     from .replay_table import run_cache_replay
 

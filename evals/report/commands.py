@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..common.console import console
+from ..common.console import console, status_line
 from ..common.edge import InputError, check_options, check_out_dir
 
 
@@ -44,6 +44,7 @@ def report_command(
     """Build leaderboard.md and a self-contained index.html from one or more runs, a section
     per family (serving, context); with the three prices, also the input cost per episode in
     dollars from the recorded usage. Prints the rankings it wrote."""
+    status_line(f"report: reading {len(runs)} run(s)")
     from ..prompt_cache.provider import Prices
     from .build import (
         ReportError,

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ..common.console import console
+from ..common.console import console, status_line
 from ..common.edge import InputError
 from ..common.options import Constrain
 
@@ -68,6 +68,7 @@ def serve_policy_command(
 ) -> None:
     """Serve a policy as an OpenAI-compatible chat endpoint (tool calls), loopback only
     (127.0.0.1, localhost or ::1)."""
+    status_line(f"serve-policy: loading policy {name}")
     from .policy_server import PolicyServer, parse_faults
 
     try:
@@ -106,6 +107,7 @@ def serve_model_command(
 ) -> None:
     """Serve a local GGUF model as an OpenAI-compatible endpoint with tool calls (loopback).
     Requests reach the model through the same bounded front as serve-policy's."""
+    status_line(f"serve-model: starting {model} (loading a model takes a while)")
     from .http_guard import GuardedHTTPServer, proxy_handler
     from .local_model import LocalModelError, LocalModelServer, start_local
 

@@ -22,7 +22,14 @@ from kv_cache_env.suggest import unknown_name
 from kv_cache_env.traces import TraceError
 from rubrics import Weights
 
-from ..common.console import console, progress, split_list, summary_line, versions
+from ..common.console import (
+    console,
+    plan_line,
+    progress,
+    split_list,
+    summary_line,
+    versions,
+)
 from ..common.durable import OutputError
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_options, parse_weights
 from ..common.processes import interrupt_status, terminate_as_interrupt
@@ -100,6 +107,8 @@ def run_eval(args: EvalArgs) -> None:
         for i in range(count)
     ]
     out = args.out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
+    counts = [(len(names), "agents"), (len(tiers), "scenarios"), (count, "seeds")]
+    console.print(plan_line("eval", len(jobs), counts, out), highlight=False)
     run_info: dict[str, Any] = {
         "command": "eval",
         "arguments": _arguments(args, names, tiers, count, weights, spec, local_server),
