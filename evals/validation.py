@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from .common.console import console, out_console, progress, status_line
+from .common.checks import Check
+from .common.columns import Column, Fitted, fit_table
+from .common.console import console, progress, status_line
 from .common.options import CPUS, Workers
 
 if TYPE_CHECKING:
-    from .common.checks import Check
     from .serving.validate import Sizes
     from .serving.validate_store import JobStore
 
@@ -32,6 +31,17 @@ class Family(StrEnum):
     serving = "serving"
     context = "context"
     all = "all"
+
+
+def validation_table(checks: list[Check], width: int | None = None) -> Fitted:
+    """The checks as one table: name, verdict, and the figures (wrapped between words)."""
+    columns = [
+        Column("check", justify="left", wrap=True),
+        Column("result", justify="left"),
+        Column("figures", justify="left", wrap=True),
+    ]
+    rows = [[c.name, "pass" if c.passed else "FAIL", c.detail] for c in checks]
+    return fit_table(columns, rows, title="kvarena validate", width=width)
 
 
 def validate_command(
@@ -134,11 +144,7 @@ def _store(out: Path, sizes: Sizes, resume: bool) -> JobStore:
 
 def _print(checks: list[Check]) -> None:
     """The checks as one table; exit 1 when one failed."""
-    table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
-    for check in checks:
-        verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"
-        table.add_row(check.name, verdict, check.detail)
-    Console(width=max(out_console.width, 160)).print(table)
+    validation_table(checks).print()
     failed = [c for c in checks if not c.passed]
     if failed:
         console.print(f"[red]{len(failed)} check(s) failed[/red]")
