@@ -147,18 +147,27 @@ def fit_table(
         keep.remove(worst)
         table = build(keep)
     left_out = [columns[i].header for i in range(len(columns)) if i not in keep]
-    _share_cut_columns(table, width)
+    cut = [i for i in keep if columns[i].cut]
+    widest = table_width(table).maximum
+    if cut and widest > width:
+        # the `cut` columns take what the others leave, cut after a whole word (rich would
+        # narrow every column alike, names included, and cut mid-word)
+        natural = sum(
+            max(cell_len(str(r[i])) for r in [[c.header for c in columns], *rows]) for i in cut
+        )
+        room = max(CUT_WIDTH, (width - (widest - natural)) // len(cut))
+        rows = [[_shorten(v, room) if i in cut else v for i, v in enumerate(r)] for r in rows]
+        table = build(keep)
     return Fitted(table, left_out, width)
 
 
-def _share_cut_columns(table: Table, width: int) -> None:
-    """Where the table is wider than `width`, the `cut` columns take what the others leave
-    (rich would otherwise narrow every column alike, names included)."""
-    cut = [c for c in table.columns if c.min_width == CUT_WIDTH]
-    widest = table_width(table).maximum
-    if not cut or widest <= width:
-        return
-    natural = sum(max(cell_len(str(x)) for x in [c.header, *c.cells]) for c in cut)
-    room = width - (widest - natural)
-    for column in cut:
-        column.max_width = max(CUT_WIDTH, room // len(cut))
+def _shorten(text: str, width: int) -> str:
+    """`text` in at most `width` characters, cut after a whole word and marked " …"."""
+    if cell_len(text) <= width:
+        return text
+    words, kept = text.split(), ""
+    for word in words:
+        if cell_len(f"{kept} {word} …".strip()) > width:
+            break
+        kept = f"{kept} {word}".strip()
+    return f"{kept} …" if kept else text[: max(1, width - 1)] + "…"

@@ -57,7 +57,8 @@ class RateColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         done = int(task.completed) - int(task.fields.get("kept", 0))
-        return Text(rate(done, task.elapsed or 0.0), style="progress.data.speed")
+        seconds = task.finished_time or task.elapsed or 0.0
+        return Text(rate(done, seconds), style="progress.data.speed")
 
 
 def progress() -> Progress:

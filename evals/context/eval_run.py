@@ -94,7 +94,7 @@ def run_context_command(args: ContextEvalArgs) -> None:
         f"{info.get('episodes_run', len(results))} episodes, "
         f"{info.get('wall_time_s', time.perf_counter() - started):.1f} s from start to finish"
     )
-    console.print(f"report: {report_command_line([args.out], args.out / 'report')}")
+    console.print(f"report: {report_command_line([args.out], args.out / 'report')}", soft_wrap=True)
     failed = sum(1 for r in results if r["status"] != "ok")
     if failed:
         console.print(

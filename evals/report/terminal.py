@@ -100,5 +100,6 @@ def print_rankings(board: Board, *, wide: bool = False) -> None:
 
 
 def report_command_line(runs: Sequence[Path], out: Path) -> str:
-    """The `kvarena report` command that builds the report of `runs` into `out`."""
+    """The `kvarena report` command that builds the report of `runs` into `out` (printed on
+    one line, whatever its length: a command to copy)."""
     return " ".join(["kvarena report", *(shlex.quote(str(r)) for r in runs), "-o", str(out)])

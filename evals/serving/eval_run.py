@@ -135,7 +135,7 @@ def run_eval(args: EvalArgs) -> None:
         f"wrote {run.results_path} and {out / 'run.json'}: {run_info['episodes_run']} episodes, "
         f"{run_info['wall_time_s']:.1f} s from start to finish"
     )
-    console.print(f"report: {report_command_line([out], out / 'report')}", highlight=False)
+    console.print(f"report: {report_command_line([out], out / 'report')}", soft_wrap=True)
     if failed:
         console.print(
             f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
@@ -403,15 +403,16 @@ def _run_jobs(
     which the bar counts as done from its start (its total is the run's), not in its rate."""
     if not jobs:
         return
-    started, failed = time.perf_counter(), 0
+    failed = 0
     with progress() as bar:
         task = bar.add_task("episodes", total=shipped + len(jobs), completed=shipped, kept=shipped)
         for job, result in _play(jobs, workers):
             failed += result["status"] != "ok"
             yield job, result
             bar.advance(task)
+    seconds = bar.tasks[0].finished_time or 0.0  # the bar's own clock, so the same rate
     kept = f"{shipped} from the shipped reference table" if shipped else ""
-    console.print(summary_line(len(jobs), failed, time.perf_counter() - started, kept=kept))
+    console.print(summary_line(len(jobs), failed, seconds, kept=kept))
 
 
 def _play(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
