@@ -118,8 +118,8 @@ def list_policies(name: str | None, as_json: bool) -> None:
         rows = [[i["name"], "yes" if i["in_default_eval"] else "", i["summary"]] for i in items]
         columns = [
             Column("policy", justify="left"),
-            Column("default"),
-            Column("what it does", justify="left", cut=True),
+            Column("in eval", drop=1),
+            Column("what it does", drop=2, justify="left", cut=True),
         ]
         _print_table(columns, rows, None, "kvarena policies NAME")
 
