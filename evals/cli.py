@@ -30,6 +30,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     cls=SafeGroup,
+    result_callback=report_commands.close_run,  # a run's ranking, after eval and context-eval
 )
 
 

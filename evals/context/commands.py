@@ -11,6 +11,7 @@ import typer
 from ..common.console import split_list, status_line
 from ..common.edge import InputError, check_options, parse_weights
 from ..common.options import MODEL_PANEL, RUN_PANEL, Episodes, Out, Wide
+from ..common.outcome import RunDone
 
 Policy = Annotated[
     list[str] | None,
@@ -116,7 +117,7 @@ def context_eval_command(
     out: Out = None,
     weights: Weights = None,
     wide: Wide = False,
-) -> None:
+) -> RunDone:
     """The conversation-context family: which blocks of one long chat stay cached. Writes
     results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
     status_line("context-eval: loading the context family")
@@ -153,4 +154,4 @@ def context_eval_command(
         weights=parsed,
         wide=wide,
     )
-    run_context_command(args)
+    return run_context_command(args)

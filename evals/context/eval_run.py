@@ -31,6 +31,7 @@ from ..common.columns import Column, Fitted, fit_table
 from ..common.console import console, plan_line
 from ..common.durable import LineLog, OutputError, describe, refuse_links, write_atomic
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_out_dir
+from ..common.outcome import RunDone
 from ..common.processes import interrupt_status, interrupts_deferred, terminate_as_interrupt
 from ..common.results import dumps
 from ..common.secrets import key_from_env
@@ -71,8 +72,9 @@ class ContextEvalArgs:
     """Print every column of the tables, however wide."""
 
 
-def run_context_command(args: ContextEvalArgs) -> None:
-    """Run the episodes into `args.out` and print the tables; InputError for bad arguments."""
+def run_context_command(args: ContextEvalArgs) -> RunDone:
+    """Run the episodes into `args.out` and print the tables; InputError for bad arguments.
+    The app's closing step prints the ranking (`RunDone`)."""
     check_out_dir(args.out)
     started = time.perf_counter()
     try:
@@ -84,24 +86,19 @@ def run_context_command(args: ContextEvalArgs) -> None:
         console.print(f"[yellow]interrupted:[/yellow] finished episodes are in {args.out}")
         raise typer.Exit(interrupt_status(error)) from None
     print_context_tables(results, wide=args.wide)
-    from ..report.build import assemble  # (start-up time: numpy's bootstrap)
-    from ..report.terminal import print_rankings, report_command_line
-
-    print_rankings(assemble(results), wide=args.wide)
     info = _read_info(args.out)
     console.print(
         f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'}: "
         f"{info.get('episodes_run', len(results))} episodes, "
         f"{info.get('wall_time_s', time.perf_counter() - started):.1f} s from start to finish"
     )
-    console.print(f"report: {report_command_line([args.out], args.out / 'report')}", soft_wrap=True)
     failed = sum(1 for r in results if r["status"] != "ok")
     if failed:
         console.print(
             f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
             f"results (exit status {EXIT_EPISODES_FAILED})"
         )
-        raise typer.Exit(EXIT_EPISODES_FAILED)
+    return RunDone(args.out, args.wide, EXIT_EPISODES_FAILED if failed else 0)
 
 
 def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:

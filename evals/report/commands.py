@@ -9,6 +9,30 @@ import typer
 
 from ..common.console import console, status_line
 from ..common.edge import InputError, check_options, check_out_dir
+from ..common.outcome import RunDone
+
+
+def close_run(value: object, **_group_options: object) -> None:
+    """The app's closing step (its result callback): after `kvarena eval` or `context-eval`
+    (a `RunDone`), the ranking of the run, as `kvarena report` computes it from the run
+    directory (the shipped reference where the run's code matches it), and the `kvarena report`
+    command for it; then the run's exit status."""
+    if not isinstance(value, RunDone):
+        return
+    from .build import ReportError, assemble, read_results, shipped_reference
+    from .terminal import print_rankings, report_command_line
+
+    try:
+        results, _ = read_results([value.out])
+    except ReportError as error:  # nothing to rank (every episode failed, say)
+        console.print(f"no ranking: {error}")
+    else:
+        reference = shipped_reference([value.out], results)
+        print_rankings(assemble(results, reference=reference), wide=value.wide)
+    command = report_command_line([value.out], value.out / "report")
+    console.print(f"report: {command}", soft_wrap=True, highlight=False)
+    if value.exit_status:
+        raise typer.Exit(value.exit_status)
 
 
 def report_command(

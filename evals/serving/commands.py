@@ -24,6 +24,7 @@ from ..common.options import (
     Wide,
     Workers,
 )
+from ..common.outcome import RunDone
 
 
 class Api(StrEnum):
@@ -241,7 +242,7 @@ def eval_command(
     weights: Weights = None,
     force: Force = False,
     wide: Wide = False,
-) -> None:
+) -> RunDone:
     """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json.
 
     With no option: every built-in policy, the reference bound included, on the serving suite,
@@ -252,7 +253,16 @@ def eval_command(
     status_line("eval: loading the simulator and the policies")
     from .eval_run import EvalArgs, run_eval
 
-    run_eval(EvalArgs(**options))
+    return run_eval(EvalArgs(**options))
+
+
+Repeats = Annotated[int, typer.Option(min=1, metavar="N", help="Speed table: paired repeats.")]
+BoundEpisodes = Annotated[
+    int, typer.Option(min=0, metavar="N", help="Speed table: bound episodes.")
+]
+SpeedEpisodes = Annotated[
+    int, typer.Option(min=1, metavar="N", help="Speed table: hard episodes per policy.")
+]
 
 
 def bench_command(
@@ -291,15 +301,9 @@ def bench_command(
             "(default: shared/tools/naive_replay.py beside the checkout, when there).",
         ),
     ] = None,
-    repeats: Annotated[
-        int, typer.Option(min=1, metavar="N", help="Speed table: paired repeats.")
-    ] = 3,
-    bound_episodes: Annotated[
-        int, typer.Option(min=0, metavar="N", help="Speed table: bound episodes.")
-    ] = 6,
-    speed_episodes: Annotated[
-        int, typer.Option(min=1, metavar="N", help="Speed table: hard episodes per policy.")
-    ] = 200,
+    repeats: Repeats = 3,
+    bound_episodes: BoundEpisodes = 6,
+    speed_episodes: SpeedEpisodes = 200,
 ) -> None:
     """Measure simulator speed, the full-trace replay time and the observation size; with
     --before, the engine-speed table of this tree against an older commit's worktree."""

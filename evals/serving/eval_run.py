@@ -32,11 +32,10 @@ from ..common.console import (
 )
 from ..common.durable import OutputError
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_options, parse_weights
+from ..common.outcome import RunDone
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
 from ..common.secrets import scrub
-from ..report.build import assemble
-from ..report.terminal import print_rankings, report_command_line
 from .jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
 from .normalize import normalized_scores
 from .reference_table import source_digest
@@ -83,8 +82,9 @@ class EvalArgs:
     wide: bool = False
 
 
-def run_eval(args: EvalArgs) -> None:
-    """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json."""
+def run_eval(args: EvalArgs) -> RunDone:
+    """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json and
+    print the tables. The app's closing step prints the ranking (`RunDone`)."""
     started = time.perf_counter()
     names, tiers = _check(args)
     spec, local_server = _model_spec(args) if args.model else (None, None)
@@ -135,13 +135,12 @@ def run_eval(args: EvalArgs) -> None:
         f"wrote {run.results_path} and {out / 'run.json'}: {run_info['episodes_run']} episodes, "
         f"{run_info['wall_time_s']:.1f} s from start to finish"
     )
-    console.print(f"report: {report_command_line([out], out / 'report')}", soft_wrap=True)
     if failed:
         console.print(
             f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
             f"results (exit status {EXIT_EPISODES_FAILED})"
         )
-        raise typer.Exit(EXIT_EPISODES_FAILED)
+    return RunDone(out, args.wide, EXIT_EPISODES_FAILED if failed else 0)
 
 
 @contextmanager
@@ -186,7 +185,6 @@ def _print_results(results: list[dict[str, Any]], args: EvalArgs, weights: Weigh
         reference, sources = reference_for_scoring(results, weights)
     normalized = normalized_scores([*results, *reference])
     print_tables(summarize(results), normalized, wide=args.wide, reference=sources)
-    print_rankings(assemble(results, reference=reference), wide=args.wide)
 
 
 def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
