@@ -3,7 +3,8 @@ wider than the terminal (in characters), no number cut with an ellipsis, no name
 cut or broken across lines, no word broken mid-word. The commands run in this process (one
 eval and one context-eval, at 80 columns); their tables are then drawn again from the same
 results, by the same functions, at the other widths. Also: the progress bar, the summary line
-and run.json count the same episodes."""
+and run.json count the same episodes, and a missing optional extra names its install
+command."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import itertools
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from io import StringIO
@@ -272,3 +275,10 @@ def test_progress_totals_rates_and_run_json_agree(tmp_path, monkeypatch) -> None
     assert summary.group(1) == "3" and summary.group(3) == "3"  # played + answered = run.json's
     assert bar.group(3) == summary.group(2)  # one rate: the episodes played over the bar's time
     assert f"{info['episodes_run']} episodes, {info['wall_time_s']:.1f} s from start" in text
+
+
+def test_a_missing_gymnasium_names_the_command_that_installs_it() -> None:
+    script = "import sys; sys.modules['gymnasium'] = None; import kv_cache_env.rl.gym"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "uv sync --extra gym" in done.stderr.splitlines()[-1]
