@@ -33,6 +33,22 @@ class Family(StrEnum):
     all = "all"
 
 
+KeepIn = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        metavar="DIR",
+        help="Keep the serving checks' finished episodes in DIR as they come, and their "
+        "checks at the end (checks.json), so a stopped run can be resumed.",
+    ),
+]
+Resume = Annotated[
+    bool,
+    typer.Option(help="Continue the validation in --out DIR: its finished episodes are kept."),
+]
+
+
 def validation_table(checks: list[Check], width: int | None = None) -> Fitted:
     """The checks as one table: name, verdict, and the figures (wrapped between words)."""
     columns = [
@@ -78,20 +94,8 @@ def validate_command(
         Family,
         typer.Option(help="Which checks: the serving suite's, the context family's, or all."),
     ] = Family.all,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            metavar="DIR",
-            help="Keep the serving checks' finished episodes in DIR as they come, and their "
-            "checks at the end (checks.json), so a stopped run can be resumed.",
-        ),
-    ] = None,
-    resume: Annotated[
-        bool,
-        typer.Option(help="Continue the validation in --out DIR: its finished episodes are kept."),
-    ] = False,
+    out: KeepIn = None,
+    resume: Resume = False,
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
     status_line(f"validate: loading the {'' if family == 'all' else family + ' '}checks")
