@@ -3,8 +3,9 @@ every command's registration names it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,3 +20,5 @@ class RunDone:
     """Every column of the ranking, however wide."""
     exit_status: int = 0
     """0, or `edge.EXIT_EPISODES_FAILED` when episodes failed."""
+    results: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
+    """The run's results as written to its `results.jsonl` (empty: read them from there)."""

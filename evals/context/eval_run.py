@@ -98,7 +98,7 @@ def run_context_command(args: ContextEvalArgs) -> RunDone:
             f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
             f"results (exit status {EXIT_EPISODES_FAILED})"
         )
-    return RunDone(args.out, args.wide, EXIT_EPISODES_FAILED if failed else 0)
+    return RunDone(args.out, args.wide, EXIT_EPISODES_FAILED if failed else 0, tuple(results))
 
 
 def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:

@@ -598,13 +598,16 @@ def _reference_source(
 
 
 def shipped_reference(
-    paths: Sequence[Path], results: Sequence[dict[str, Any]]
+    paths: Sequence[Path],
+    results: Sequence[dict[str, Any]],
+    of_path: Mapping[Path, Sequence[dict[str, Any]]] | None = None,
 ) -> list[dict[str, Any]]:
     """noop's and the bound's results from the shipped table for the suite episodes of `paths`
     that lack them: only for runs whose `run.json` says they were made by the code the table
     was made by (`source_digest`), for the same suite, at the scenarios' own length and with
     no trace. Scored with the weights of the run's own results; the bound only where those are
-    the default weights (the table's bound searched under them)."""
+    the default weights (the table's bound searched under them). `of_path`: each path's results
+    where the caller holds them (else they are read again)."""
     from rubrics import WeightError, Weights
 
     from ..common.results import episode_result
@@ -628,7 +631,7 @@ def shipped_reference(
             and arguments.get("trace") is None
         ):
             continue
-        for r in _results_of(path):
+        for r in of_path[path] if of_path is not None else _results_of(path):
             if family_of(r) != "serving":
                 continue
             try:

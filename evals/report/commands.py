@@ -22,12 +22,12 @@ def close_run(value: object, **_group_options: object) -> None:
     from .build import ReportError, assemble, read_results, shipped_reference
     from .terminal import print_rankings, report_command_line
 
-    try:
-        results, _ = read_results([value.out])
-    except ReportError as error:  # nothing to rank (every episode failed, say)
+    try:  # the results the run holds: reading them again costs a second of a big run's CPU
+        results = list(value.results) or read_results([value.out])[0]
+    except ReportError as error:
         console.print(f"no ranking: {error}")
     else:
-        reference = shipped_reference([value.out], results)
+        reference = shipped_reference([value.out], results, {value.out: results})
         print_rankings(assemble(results, reference=reference), wide=value.wide)
     command = report_command_line([value.out], value.out / "report")
     console.print(f"report: {command}", soft_wrap=True, highlight=False)

@@ -140,7 +140,7 @@ def run_eval(args: EvalArgs) -> RunDone:
             f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
             f"results (exit status {EXIT_EPISODES_FAILED})"
         )
-    return RunDone(out, args.wide, EXIT_EPISODES_FAILED if failed else 0)
+    return RunDone(out, args.wide, EXIT_EPISODES_FAILED if failed else 0, tuple(results))
 
 
 @contextmanager
