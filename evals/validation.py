@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from .common.console import console, out_console, progress
+from .common.checks import Check
+from .common.columns import Column, Fitted, fit_table
+from .common.console import console, progress, status_line
 from .common.options import CPUS, Workers
 
 if TYPE_CHECKING:
-    from .common.checks import Check
     from .serving.validate import Sizes
     from .serving.validate_store import JobStore
 
@@ -32,6 +31,33 @@ class Family(StrEnum):
     serving = "serving"
     context = "context"
     all = "all"
+
+
+KeepIn = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        metavar="DIR",
+        help="Keep the serving checks' finished episodes in DIR as they come, and their "
+        "checks at the end (checks.json), so a stopped run can be resumed.",
+    ),
+]
+Resume = Annotated[
+    bool,
+    typer.Option(help="Continue the validation in --out DIR: its finished episodes are kept."),
+]
+
+
+def validation_table(checks: list[Check], width: int | None = None) -> Fitted:
+    """The checks as one table: name, verdict, and the figures (wrapped between words)."""
+    columns = [
+        Column("check", justify="left", wrap=True),
+        Column("result", justify="left"),
+        Column("figures", justify="left", wrap=True),
+    ]
+    rows = [[c.name, "pass" if c.passed else "FAIL", c.detail] for c in checks]
+    return fit_table(columns, rows, title="kvarena validate", width=width)
 
 
 def validate_command(
@@ -47,37 +73,32 @@ def validate_command(
     ] = 100,
     expert_episodes: Annotated[
         int | None,
-        typer.Option(min=1, help="Of those, how many the expert plays (default: 30, at most N)."),
+        typer.Option(
+            min=1, metavar="N", help="Of those, how many the expert plays (default: 30, at most N)."
+        ),
     ] = None,
     ablation_episodes: Annotated[
         int | None,
-        typer.Option(min=1, help="Episodes per scenario for each masked bound (default: 30)."),
+        typer.Option(
+            min=1, metavar="N", help="Episodes per scenario for each masked bound (default: 30)."
+        ),
     ] = None,
     screen_episodes: Annotated[
         int,
-        typer.Option(min=1, help="Tuning episodes per scenario for the rule grid's screen."),
+        typer.Option(
+            min=1, metavar="N", help="Tuning episodes per scenario for the rule grid's screen."
+        ),
     ] = 10,
     workers: Workers = CPUS,
     family: Annotated[
         Family,
         typer.Option(help="Which checks: the serving suite's, the context family's, or all."),
     ] = Family.all,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            metavar="DIR",
-            help="Keep the serving checks' finished episodes in DIR as they come, and their "
-            "checks at the end (checks.json), so a stopped run can be resumed.",
-        ),
-    ] = None,
-    resume: Annotated[
-        bool,
-        typer.Option(help="Continue the validation in --out DIR: its finished episodes are kept."),
-    ] = False,
+    out: KeepIn = None,
+    resume: Resume = False,
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
+    status_line(f"validate: loading the {'' if family == 'all' else family + ' '}checks")
     from .common.edge import InputError
     from .context.validate import context_validation_jobs, run_context_validation
     from .serving.validate import Sizes, run_validation
@@ -127,11 +148,7 @@ def _store(out: Path, sizes: Sizes, resume: bool) -> JobStore:
 
 def _print(checks: list[Check]) -> None:
     """The checks as one table; exit 1 when one failed."""
-    table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
-    for check in checks:
-        verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"
-        table.add_row(check.name, verdict, check.detail)
-    Console(width=max(out_console.width, 160)).print(table)
+    validation_table(checks).print()
     failed = [c for c in checks if not c.passed]
     if failed:
         console.print(f"[red]{len(failed)} check(s) failed[/red]")

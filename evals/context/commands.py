@@ -8,44 +8,97 @@ from typing import Annotated
 
 import typer
 
-from ..common.console import split_list
+from ..common.console import split_list, status_line
 from ..common.edge import InputError, check_options, parse_weights
-from ..common.options import Episodes, Out
+from ..common.options import MODEL_PANEL, RUN_PANEL, Episodes, Out, Wide
+from ..common.outcome import RunDone
 
 Policy = Annotated[
     list[str] | None,
-    typer.Option("--policy", "-p", help="Context baselines, comma-separated (default: all)."),
+    typer.Option(
+        "--policy",
+        "-p",
+        metavar="NAMES",
+        help="Context baselines, comma-separated (default: all).",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
 Model = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="An LLM agent instead (OpenAI-compatible, or local:NAME)."),
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="MODEL",
+        help="An LLM agent instead (OpenAI-compatible, or local:NAME).",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
-BaseUrl = Annotated[str | None, typer.Option(help="The agent model's endpoint.")]
-ApiKeyVar = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(metavar="URL", help="The agent model's endpoint.", rich_help_panel=MODEL_PANEL),
+]
+ApiKeyVar = Annotated[
+    str,
+    typer.Option(
+        metavar="VAR",
+        help="Environment variable holding the API key.",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
 Level = Annotated[
     list[str] | None,
-    typer.Option("--level", "-l", help="Levels, comma-separated (default: easy,medium,hard)."),
+    typer.Option(
+        "--level",
+        "-l",
+        metavar="NAMES",
+        help="Levels, comma-separated (default: easy,medium,hard).",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
-Seed = Annotated[int, typer.Option(help="Episode i uses seed + i.")]
+Seed = Annotated[
+    int, typer.Option(metavar="SEED", help="Episode i uses seed + i.", rich_help_panel=RUN_PANEL)
+]
 Reader = Annotated[
     str | None,
     typer.Option(
+        metavar="READER",
+        rich_help_panel=RUN_PANEL,
         help="Who answers the questions: extractive (default without --model), hf:PATH "
         "(a local Hugging Face model through the block mask), local:NAME, or a model "
-        "name on --reader-base-url. Default with --model: that model."
+        "name on --reader-base-url. Default with --model: that model.",
     ),
 ]
-ReaderBaseUrl = Annotated[str | None, typer.Option(help="Endpoint of a chat-model reader.")]
+ReaderBaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        metavar="URL", help="Endpoint of a chat-model reader.", rich_help_panel=MODEL_PANEL
+    ),
+]
 MaxBlocks = Annotated[
-    int | None, typer.Option(min=1, help="Cache budget in blocks (default: the level's).")
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Cache budget in blocks (default: the level's).",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
 MaxTokens = Annotated[
     int | None,
-    typer.Option(min=1, help="Cap on each agent reply (default 512; 192 for local: models)."),
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Cap on each agent reply (default 512; 192 for local: models).",
+        rich_help_panel=MODEL_PANEL,
+    ),
 ]
 Weights = Annotated[
     str | None,
-    typer.Option(help="Context rubric weight overrides as JSON, e.g. '{\"oom_penalty\": 1}'."),
+    typer.Option(
+        metavar="JSON",
+        help="Context rubric weight overrides as JSON, e.g. '{\"oom_penalty\": 1}'.",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
 
 
@@ -63,9 +116,11 @@ def context_eval_command(
     max_tokens: MaxTokens = None,
     out: Out = None,
     weights: Weights = None,
-) -> None:
+    wide: Wide = False,
+) -> RunDone:
     """The conversation-context family: which blocks of one long chat stay cached. Writes
     results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
+    status_line("context-eval: loading the context family")
     from kv_context_env.policies.baselines import CONTEXT_POLICIES
     from rubrics.context import ContextWeights
 
@@ -97,5 +152,6 @@ def context_eval_command(
         max_tokens=max_tokens or (DEFAULT_MAX_TOKENS if model and is_local(model) else 512),
         out=out or Path("runs") / datetime.now(UTC).strftime("context-%Y%m%d-%H%M%S"),
         weights=parsed,
+        wide=wide,
     )
-    run_context_command(args)
+    return run_context_command(args)
