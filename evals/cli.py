@@ -18,6 +18,7 @@ import typer
 
 from . import validation
 from .common.edge import SafeGroup
+from .common.help import HelpCommand
 from .context import commands as context
 from .prompt_cache import commands as prompt_cache
 from .report import commands as report_commands
@@ -29,6 +30,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     cls=SafeGroup,
+    result_callback=report_commands.close_run,  # a run's ranking, after eval and context-eval
 )
 
 
@@ -41,17 +43,17 @@ def _root(
     """kvcache-arena: an LLM agent manages the KV-cache of a simulated inference server."""
 
 
-app.command("eval")(serving.eval_command)
-app.command("cache-replay")(prompt_cache.cache_replay_command)
-app.command("context-eval")(context.context_eval_command)
-app.command("policies")(serving.policies_command)
-app.command("scenarios")(serving.scenarios_command)
-app.command("traces")(serving.traces_command)
-app.command("serve-policy")(servers.serve_policy_command)
-app.command("serve-model")(servers.serve_model_command)
-app.command("report")(report_commands.report_command)
-app.command("validate")(validation.validate_command)
-app.command("bench")(serving.bench_command)
+app.command("eval", cls=HelpCommand)(serving.eval_command)
+app.command("cache-replay", cls=HelpCommand)(prompt_cache.cache_replay_command)
+app.command("context-eval", cls=HelpCommand)(context.context_eval_command)
+app.command("policies", cls=HelpCommand)(serving.policies_command)
+app.command("scenarios", cls=HelpCommand)(serving.scenarios_command)
+app.command("traces", cls=HelpCommand)(serving.traces_command)
+app.command("serve-policy", cls=HelpCommand)(servers.serve_policy_command)
+app.command("serve-model", cls=HelpCommand)(servers.serve_model_command)
+app.command("report", cls=HelpCommand)(report_commands.report_command)
+app.command("validate", cls=HelpCommand)(validation.validate_command)
+app.command("bench", cls=HelpCommand)(serving.bench_command)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -8,16 +8,22 @@ prints one table. It sits above the families, which never import each other.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from enum import StrEnum
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from .common.console import console, out_console, progress
+from .common.checks import Check
+from .common.columns import Column, Fitted, fit_table
+from .common.console import console, progress, status_line
 from .common.edge import check_options
 from .common.options import CPUS, Workers
+
+if TYPE_CHECKING:
+    from .serving.validate import Sizes
+    from .serving.validate_store import JobStore
 
 
 class Family(StrEnum):
@@ -26,6 +32,33 @@ class Family(StrEnum):
     serving = "serving"
     context = "context"
     all = "all"
+
+
+KeepIn = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        metavar="DIR",
+        help="Keep the serving checks' finished episodes in DIR as they come, and their "
+        "checks at the end (checks.json), so a stopped run can be resumed.",
+    ),
+]
+Resume = Annotated[
+    bool,
+    typer.Option(help="Continue the validation in --out DIR: its finished episodes are kept."),
+]
+
+
+def validation_table(checks: list[Check], width: int | None = None) -> Fitted:
+    """The checks as one table: name, verdict, and the figures (wrapped between words)."""
+    columns = [
+        Column("check", justify="left", wrap=True),
+        Column("result", justify="left"),
+        Column("figures", justify="left", wrap=True),
+    ]
+    rows = [[c.name, "pass" if c.passed else "FAIL", c.detail] for c in checks]
+    return fit_table(columns, rows, title="kvarena validate", width=width)
 
 
 def validate_command(
@@ -41,23 +74,33 @@ def validate_command(
     ] = 100,
     expert_episodes: Annotated[
         int | None,
-        typer.Option(min=1, help="Of those, how many the expert plays (default: 30, at most N)."),
+        typer.Option(
+            min=1, metavar="N", help="Of those, how many the expert plays (default: 30, at most N)."
+        ),
     ] = None,
     ablation_episodes: Annotated[
         int | None,
-        typer.Option(min=1, help="Episodes per scenario for each masked bound (default: 30)."),
+        typer.Option(
+            min=1, metavar="N", help="Episodes per scenario for each masked bound (default: 30)."
+        ),
     ] = None,
     screen_episodes: Annotated[
         int,
-        typer.Option(min=1, help="Tuning episodes per scenario for the rule grid's screen."),
+        typer.Option(
+            min=1, metavar="N", help="Tuning episodes per scenario for the rule grid's screen."
+        ),
     ] = 10,
     workers: Workers = CPUS,
     family: Annotated[
         Family,
         typer.Option(help="Which checks: the serving suite's, the context family's, or all."),
     ] = Family.all,
+    out: KeepIn = None,
+    resume: Resume = False,
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
+    status_line(f"validate: loading the {'' if family == 'all' else family + ' '}checks")
+    from .common.edge import InputError
     from .context.validate import context_validation_jobs, run_context_validation
     from .serving.validate import Sizes, run_validation
 
@@ -71,6 +114,8 @@ def validate_command(
         }
     )
     serving, context = family in ("serving", "all"), family in ("context", "all")
+    if resume and out is None:
+        raise InputError("--resume needs --out DIR (the run to continue)")
     sizes = Sizes(
         episodes=episodes,
         expert=min(episodes, expert_episodes or 30),
@@ -79,17 +124,41 @@ def validate_command(
         told=min(episodes, 10),
         screen=screen_episodes,
     )
+    store = _store(out, sizes, resume) if out is not None and serving else None
     total = len(context_validation_jobs(episodes)) * context
-    with progress() as bar:
-        task = bar.add_task("validate", total=total or None)
-        checks = run_validation(sizes, workers, lambda: bar.advance(task)) if serving else []
-        if context:
-            checks += run_context_validation(episodes, workers, lambda: bar.advance(task))
-    table = Table("check", "result", "figures", title="kvarena validate", title_justify="left")
-    for check in checks:
-        verdict = "[green]pass[/green]" if check.passed else "[red]FAIL[/red]"
-        table.add_row(check.name, verdict, check.detail)
-    Console(width=max(out_console.width, 160)).print(table)
+    try:
+        with progress() as bar:
+            task = bar.add_task("validate", total=total or None)
+
+            def advance() -> None:
+                bar.advance(task)
+
+            checks = run_validation(sizes, workers, advance, store) if serving else []
+            if context:
+                checks += run_context_validation(episodes, workers, advance)
+    finally:
+        if store is not None:
+            store.close()
+    if store is not None:
+        console.print(f"wrote {store.write_checks(checks)}")
+    _print(checks)
+
+
+def _store(out: Path, sizes: Sizes, resume: bool) -> JobStore:
+    """The serving checks' store of finished episodes in `out` (resumed when asked)."""
+    from .common.edge import check_out_dir
+    from .serving.validate_store import JobStore
+
+    check_out_dir(out)
+    store = JobStore(out, {"sizes": asdict(sizes)}, resume=resume)
+    if store.done:
+        console.print(f"resuming {out}: {len(store.done)} finished episodes kept")
+    return store
+
+
+def _print(checks: list[Check]) -> None:
+    """The checks as one table; exit 1 when one failed."""
+    validation_table(checks).print()
     failed = [c for c in checks if not c.passed]
     if failed:
         console.print(f"[red]{len(failed)} check(s) failed[/red]")

@@ -1,6 +1,6 @@
 """The CLI explains itself: every option has help text, `eval`'s options come in panels, choices
 are listed, names a user must type are never cut at any terminal width, an unknown name gets
-a "did you mean", result tables fit 100 columns unless `--wide`, and a missing `norm` says
+a "did you mean", result tables fit the terminal unless `--wide`, and a missing `norm` says
 why."""
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_result_tables_fit_100_columns_unless_wide(tmp_path) -> None:
     assert "discard-paused+compress-all" in narrow.stdout
     # noop and the bound were not run: the caption says why norm is missing and what to do
     assert "norm: - (the reference, noop and bound, was not run" in " ".join(lines)
-    assert "2 of 4" not in narrow.stderr and "4 episodes in" in narrow.stderr  # summary line
+    assert "2 of 4" not in narrow.stderr and "4 episodes played in" in narrow.stderr  # summary line
     wide = kvarena(*args, "--wide", "-o", str(tmp_path / "b"), columns=100)
     for column in ("bound-agent", "throughput", "eviction q.", "risky", "invalid"):
         assert column in wide.stdout

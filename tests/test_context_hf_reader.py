@@ -348,7 +348,7 @@ def test_reader_refuses_remote_names_and_explains_missing_dependencies(tmp_path,
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_torch)
-    with pytest.raises(ImportError, match=r"pip install torch==2\.13\.0 'transformers>=4\.57,<6'"):
+    with pytest.raises(ImportError, match=r"uv sync --extra hf, then pip install torch==2\.13\.0"):
         hf_reader.masked_logits(None, [5], [True], [6])
 
 

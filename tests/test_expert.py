@@ -11,8 +11,9 @@ import pytest
 from kv_cache_env.policies import BUILTIN, bound_pool, create, worlds
 from kv_cache_env.policies.base import SimulatorPolicy
 from kv_cache_env.policies.bound import MACROS
-from kv_cache_env.policies.expert import GRID_RULES, POOL, ExpertPolicy
+from kv_cache_env.policies.expert import POOL, ExpertPolicy
 from kv_cache_env.policies.heuristics import NoopPolicy, OffloadOrDiscardPolicy
+from kv_cache_env.policies.rule_grid import REGIME_WINNERS
 from kv_cache_env.policies.session_rules import MinWastePolicy
 from kv_cache_env.policies.worlds import sample_world
 from kv_cache_env.sim import SUITE, FollowUp, Request, Simulator, Status, get_scenario, render
@@ -128,9 +129,9 @@ def test_the_experts_pool_holds_rules_that_read_the_observation_alone():
     # or reads the simulator (a pool member that did would carry the truth into its play-outs)
     from kv_cache_env.policies.rule_grid import FIELDS, TwoLiner
 
-    assert {f for pair in GRID_RULES for _, f, _, _ in pair} <= FIELDS
+    assert {f for pair in REGIME_WINNERS for _, f, _, _ in pair} <= FIELDS
     policies = [make() for make in POOL]
-    assert sum(isinstance(p, TwoLiner) for p in policies) == len(GRID_RULES)
+    assert sum(isinstance(p, TwoLiner) for p in policies) == len(REGIME_WINNERS)
     assert len({p.name for p in policies}) == len(policies)
     for policy in policies:
         assert not isinstance(policy, SimulatorPolicy) and not policy.keeps_state, policy.name

@@ -60,9 +60,9 @@ def test_observation_on_hard_stays_small():
         ("", "no observation header"),
         ("hello\nworld", "no observation header"),
         (
-            "turn 0/15 | block 16 | step 1s prefill 64/step | gpu 1/10 used 10.0% cached 0 "
-            "free 9 | cpu 0/5 | link none | arrivals 0 in 5 steps | queue 0 oldest 0/5 head 0 "
-            "demand 0 preempted 0\nseq type",
+            "turn 0/15 | scenario easy | block 16 | step 1s prefill 64/step | gpu 1/10 used 10.0% "
+            "cached 0 free 9 | cpu 0/5 | link none | arrivals 0 in 5 steps | queue 0 oldest 0/5 "
+            "head 0 demand 0 preempted 0\nseq type",
             "line 2 is not the table header",
         ),
     ],

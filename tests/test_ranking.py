@@ -90,3 +90,25 @@ def test_ticks_cover_the_range_with_round_steps():
     assert ticks[0] <= -0.23 and ticks[-1] >= 0.41
     steps = {round(b - a, 9) for a, b in itertools.pairwise(ticks)}
     assert len(steps) == 1 and steps.pop() in (0.1, 0.2, 0.25)
+
+
+def test_every_agent_is_compared_with_the_anchors_on_paired_draws():
+    from evals.report.tables import beats, ranking_cells, ranking_headers
+    from kv_cache_env.policies import ANCHORS
+
+    offsets = {"good": 0.8, "vllm-default": 0.3, "regime-rule": 0.8, "weak": 0.2}
+    ranking = rank_agents(suite(offsets), ["hard", "agent-tools"], anchors=ANCHORS)
+    by = {r.agent: r for r in ranking.rows}
+    assert ranking.anchors == ["vllm-default", "regime-rule"]
+    diff, low, high = by["good"].versus["vllm-default"]
+    assert diff == pytest.approx(0.5) and low == pytest.approx(0.5) and high == pytest.approx(0.5)
+    assert beats(by["good"].versus["vllm-default"])[0].startswith("yes +0.500")
+    assert beats(by["good"].versus["regime-rule"])[0].startswith("tie +0.000")
+    assert beats(by["weak"].versus["regime-rule"])[0].startswith("no -0.600")
+    assert "regime-rule" not in by["regime-rule"].versus  # not against itself
+    headers = ranking_headers(ranking)
+    assert headers[4:6] == ["beats vllm-default", "beats regime-rule"]
+    cells = dict(zip(headers, ranking_cells(by["regime-rule"], ranking), strict=True))
+    assert cells["agent"][0] == "regime-rule (anchor)" and cells["beats regime-rule"][0] == "–"
+    without = rank_agents(suite({"good": 0.8}), ["hard"], anchors=ANCHORS)
+    assert without.anchors == [] and "beats" not in " ".join(ranking_headers(without))

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from evals.cli import app
 from evals.common.result_check import family_of, parse_line
 from evals.report.build import ReportError, build_report, load_results, to_dataset
+from kv_cache_env.sim import SUITE_VERSION
 
 runner = CliRunner()
 GOLDEN = Path(__file__).parent / "golden"
@@ -64,7 +65,7 @@ def test_serving_and_context_runs_make_one_leaderboard(tmp_path, serving_run, co
     # both families' ranking tables are on the page, the serving one first
     assert page.index("id='ranking'") < page.index("id='context-ranking-1'")
     assert page.index("id='leaderboard'") < page.index("id='context-leaderboard'")
-    assert "Serving suite v3, context suite v3; 2 run(s)" in page
+    assert f"Serving suite v{SUITE_VERSION}, context suite v3; 2 run(s)" in page
 
 
 def test_context_runs_alone_are_ranked_between_noop_and_the_oracle(tmp_path, context_run):

@@ -19,47 +19,41 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 from rich.text import Text
 
 console = Console(stderr=True)
 out_console = Console()
 
 
-def print_named_rows(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None
-) -> None:
-    """A table whose first column holds names a user types (policies, scenarios, traces):
-    those are never cut, at any terminal width. Other cells wrap; where even that leaves the
-    other columns under 10 characters each, every row is printed as a block of lines instead."""
-    width = out_console.width
-    name_width = max(len(headers[0]), *(len(row[0]) for row in rows))
-    if width >= name_width + 4 + 13 * (len(headers) - 1):
-        table = Table(title=title, title_justify="left")
-        table.add_column(headers[0], no_wrap=True, min_width=name_width, style="bold")
-        for header in headers[1:]:
-            table.add_column(header, overflow="fold")
-        for row in rows:
-            table.add_row(*row)
-        out_console.print(table)
-        return
-    if title:
-        out_console.print(title, soft_wrap=True)
-    for row in rows:
-        out_console.print(f"[bold]{row[0]}[/bold]", soft_wrap=True)
-        for header, cell in zip(headers[1:], row[1:], strict=True):
-            out_console.print(f"  {header}: {cell}", soft_wrap=True, highlight=False)
+def status_line(text: str) -> None:
+    """What a command says first (on stderr), before it loads what takes a while: every
+    command's first line comes within a second."""
+    console.print(text, highlight=False, markup=False)
+
+
+def plan_line(command: str, done: int, counts: Sequence[tuple[int, str]], out: object) -> str:
+    """`eval: 1620 episodes (18 agents x 9 scenarios x 10 seeds) into runs/x`."""
+    parts = " x ".join(f"{n} {what}" for n, what in counts)
+    return f"{command}: {done} episodes ({parts}) into {out}"
+
+
+def rate(done: int, seconds: float) -> str:
+    """How fast: items per second, or seconds per item when slower than one a second."""
+    if done <= 0 or seconds <= 0:
+        return "-/s"
+    speed = done / seconds
+    return f"{speed:.1f}/s" if speed >= 1 else f"{1 / speed:.1f} s each"
 
 
 class RateColumn(ProgressColumn):
-    """Items per second (or seconds per item when slower than one a second)."""
+    """The average rate since the bar started (`rate`), over the items done in this run: a
+    bar that starts part-way (episodes answered before it began, its `kept` field) does not
+    count those. The same figure as `summary_line`'s."""
 
     def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        if not speed:
-            return Text("-/s", style="progress.data.speed")
-        shown = f"{speed:.1f}/s" if speed >= 1 else f"{1 / speed:.1f} s each"
-        return Text(shown, style="progress.data.speed")
+        done = int(task.completed) - int(task.fields.get("kept", 0))
+        seconds = task.finished_time or task.elapsed or 0.0
+        return Text(rate(done, seconds), style="progress.data.speed")
 
 
 def progress() -> Progress:
@@ -77,11 +71,14 @@ def progress() -> Progress:
     )
 
 
-def summary_line(done: int, failed: int, seconds: float, what: str = "episodes") -> str:
-    """The line that closes a progress bar: what was done, how fast, what failed."""
-    rate = done / seconds if seconds > 0 else 0.0
-    line = f"{done} {what} in {seconds:.1f} s ({rate:.1f}/s)"
-    return line + (f", [yellow]{failed} failed[/yellow]" if failed else ", none failed")
+def summary_line(
+    done: int, failed: int, seconds: float, what: str = "episodes", kept: str = ""
+) -> str:
+    """The line that closes a progress bar: what was done, how fast (`rate`), what failed;
+    `kept`: what the bar counted without playing it ("180 from the shipped reference table")."""
+    line = f"{done} {what} played in {seconds:.1f} s ({rate(done, seconds)})"
+    line += f", [yellow]{failed} failed[/yellow]" if failed else ", none failed"
+    return line + (f"; {kept}" if kept else "")
 
 
 def versions() -> dict[str, str]:

@@ -34,7 +34,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 import typer.core
@@ -43,12 +43,15 @@ from typer.exceptions import TyperException
 from kv_cache_env.bounded_read import FileReadError
 from kv_cache_env.limits import MAX_EPISODE_STEPS, MAX_WEIGHT
 from kv_cache_env.llm.model_output import one_line
-from rubrics.weights import RubricWeights, WeightError
 
 from .durable import OutputError
+from .help import HelpGroup
 from .secrets import scrub
 
-W = TypeVar("W", bound=RubricWeights)
+if TYPE_CHECKING:
+    from rubrics.weights import RubricWeights
+
+W = TypeVar("W", bound="RubricWeights")
 
 EXIT_EPISODES_FAILED = 3
 """Exit status of a run that finished but recorded failed episodes (0: every episode ok; 1: the
@@ -199,6 +202,8 @@ def parse_weights(text: str | None, kind: type[W], option: str = "--weights") ->
     """`--weights` JSON -> the family's weights value (`kind`: `rubrics.Weights`,
     `rubrics.context.ContextWeights`), checked by its one constructor; InputError naming the
     option and the key."""
+    from rubrics.weights import WeightError  # (start-up time: rubrics loads the simulator)
+
     if not text:
         return kind()
 
@@ -261,8 +266,9 @@ def debug_enabled() -> bool:
     return os.environ.get("KVARENA_DEBUG", "") not in ("", "0")
 
 
-class SafeGroup(typer.core.TyperGroup):
-    """The top-level handler: no traceback unless `--debug` / KVARENA_DEBUG=1."""
+class SafeGroup(HelpGroup):
+    """The top-level handler: no traceback unless `--debug` / KVARENA_DEBUG=1 (and the
+    help screens of `help`)."""
 
     def invoke(self, ctx: Any) -> Any:
         try:

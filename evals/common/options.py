@@ -42,6 +42,14 @@ Out = Annotated[
         rich_help_panel=OUTPUT_PANEL,
     ),
 ]
+Wide = Annotated[
+    bool,
+    typer.Option(
+        help="Result tables with every column, however wide (by default the columns the "
+        "terminal cannot hold are left out, and named).",
+        rich_help_panel=OUTPUT_PANEL,
+    ),
+]
 Workers = Annotated[
     int,
     typer.Option(

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..common.console import console
+from ..common.console import console, status_line
 from ..common.edge import (
     InputError,
     check_options,
@@ -21,48 +21,104 @@ from ..common.edge import (
 from ..common.options import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    MODEL_PANEL,
+    RUN_PANEL,
     Episodes,
     Force,
     MaxRetries,
     Out,
     Resume,
     Timeout,
+    Wide,
 )
+from ..common.outcome import RunDone
 
 Policy = Annotated[
     list[str] | None,
-    typer.Option("--policy", "-p", help="Context baselines, comma-separated (default: all)."),
+    typer.Option(
+        "--policy",
+        "-p",
+        metavar="NAMES",
+        help="Context baselines, comma-separated (default: all).",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
 Model = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="An LLM agent instead (OpenAI-compatible, or local:NAME)."),
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="MODEL",
+        help="An LLM agent instead (OpenAI-compatible, or local:NAME).",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
-BaseUrl = Annotated[str | None, typer.Option(help="The agent model's endpoint.")]
-ApiKeyVar = Annotated[str, typer.Option(help="Environment variable holding the API key.")]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(metavar="URL", help="The agent model's endpoint.", rich_help_panel=MODEL_PANEL),
+]
+ApiKeyVar = Annotated[
+    str,
+    typer.Option(
+        metavar="VAR",
+        help="Environment variable holding the API key.",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
 Level = Annotated[
     list[str] | None,
-    typer.Option("--level", "-l", help="Levels, comma-separated (default: easy,medium,hard)."),
+    typer.Option(
+        "--level",
+        "-l",
+        metavar="NAMES",
+        help="Levels, comma-separated (default: easy,medium,hard).",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
-Seed = Annotated[int, typer.Option(help="Episode i uses seed + i.")]
+Seed = Annotated[
+    int, typer.Option(metavar="SEED", help="Episode i uses seed + i.", rich_help_panel=RUN_PANEL)
+]
 Reader = Annotated[
     str | None,
     typer.Option(
+        metavar="READER",
+        rich_help_panel=RUN_PANEL,
         help="Who answers the questions: extractive (default without --model), hf:PATH "
         "(a local Hugging Face model through the block mask), local:NAME, or a model "
-        "name on --reader-base-url. Default with --model: that model."
+        "name on --reader-base-url. Default with --model: that model.",
     ),
 ]
-ReaderBaseUrl = Annotated[str | None, typer.Option(help="Endpoint of a chat-model reader.")]
+ReaderBaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        metavar="URL", help="Endpoint of a chat-model reader.", rich_help_panel=MODEL_PANEL
+    ),
+]
 MaxBlocks = Annotated[
-    int | None, typer.Option(min=1, help="Cache budget in blocks (default: the level's).")
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Cache budget in blocks (default: the level's).",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
 MaxTokens = Annotated[
     int | None,
-    typer.Option(min=1, help="Cap on each agent reply (default 512; 192 for local: models)."),
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Cap on each agent reply (default 512; 192 for local: models).",
+        rich_help_panel=MODEL_PANEL,
+    ),
 ]
 Weights = Annotated[
     str | None,
-    typer.Option(help="Context rubric weight overrides as JSON, e.g. '{\"oom_penalty\": 1}'."),
+    typer.Option(
+        metavar="JSON",
+        help="Context rubric weight overrides as JSON, e.g. '{\"oom_penalty\": 1}'.",
+        rich_help_panel=RUN_PANEL,
+    ),
 ]
 
 
@@ -84,9 +140,11 @@ def context_eval_command(
     resume: Resume = False,
     force: Force = False,
     weights: Weights = None,
-) -> None:
+    wide: Wide = False,
+) -> RunDone:
     """The conversation-context family: which blocks of one long chat stay cached. Writes
     results.jsonl and run.json; prints ROUGE-L, OOM events and blocks per level."""
+    status_line("context-eval: loading the context family")
     from kv_context_env.policies.baselines import CONTEXT_POLICIES
     from rubrics.context import ContextWeights
 
@@ -138,5 +196,6 @@ def context_eval_command(
         max_retries=max_retries,
         resume=resume,
         force=force,
+        wide=wide,
     )
-    run_context_command(args)
+    return run_context_command(args)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -16,10 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich import box
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from kv_cache_env.llm.model_output import one_line
 from kv_cache_env.llm.provider_responses import ProviderError
@@ -31,12 +29,12 @@ from kv_context_env.sim.archive import ArchiveWriteError
 from kv_context_env.sim.episode import ContextEpisode
 from rubrics.context import ContextWeights
 
-from ..common.console import console as err_console
-from ..common.console import versions
+from ..common.columns import Column, Fitted, fit_table
+from ..common.console import console, plan_line, versions
 from ..common.durable import OutputError, describe, refuse_links, write_atomic
 from ..common.edge import EXIT_EPISODES_FAILED, InputError, check_out_dir
-from ..common.hosted_client import openai_client
 from ..common.options import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_S
+from ..common.outcome import RunDone
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir
 from ..common.secrets import BadKeyError, key_from_env, scrub
@@ -49,8 +47,6 @@ from .run import (
     hf_reader,
     play_policy,
 )
-
-console = Console()
 
 
 class ContextEvalError(ValueError):
@@ -78,20 +74,23 @@ class ContextEvalArgs:
     """Retries per model call (`--max-retries`), the agent's and a chat reader's."""
     max_tokens: int = 512
     """Cap on each agent reply (tool calls fit easily; a small local model rambles)."""
+    wide: bool = False
+    """Print every column of the tables, however wide."""
     resume: bool = False
     """Keep the ok episodes already in `out` (of this run's arguments) and run the rest."""
     force: bool = False
     """Move results already in `out` aside first."""
 
 
-def run_context_command(args: ContextEvalArgs) -> None:
-    """Run the episodes into `args.out` and print the tables; InputError for bad arguments."""
+def run_context_command(args: ContextEvalArgs) -> RunDone:
+    """Run the episodes into `args.out` and print the tables; InputError for bad arguments.
+    The app's closing step prints the ranking (`RunDone`)."""
     if args.resume or args.force:
         moved = prepare_run_dir(
             args.out, _run_info(args, _reader_label(args)), resume=args.resume, force=args.force
         )
         if moved is not None:
-            err_console.print(f"moved the previous results aside to {moved}")
+            console.print(f"moved the previous results aside to {moved}")
     else:
         check_out_dir(args.out)
     started = time.perf_counter()
@@ -101,26 +100,28 @@ def run_context_command(args: ContextEvalArgs) -> None:
     except ContextEvalError as error:
         raise InputError(str(error)) from None
     except KeyboardInterrupt as error:
-        err_console.print(f"[yellow]interrupted:[/yellow] finished episodes are in {args.out}")
+        console.print(f"[yellow]interrupted:[/yellow] finished episodes are in {args.out}")
         raise typer.Exit(interrupt_status(error)) from None
     except OutputError:
-        err_console.print(
+        console.print(
             f"the finished episodes are kept in {args.out / 'results.jsonl'}; once the output "
             f"can be written again, finish with --resume --out {args.out}"
         )
         raise
-    print_context_tables(results)
-    err_console.print(
-        f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'} in "
-        f"{time.perf_counter() - started:.1f}s"
+    print_context_tables(results, wide=args.wide)
+    info = _read_info(args.out)
+    console.print(
+        f"wrote {args.out / 'results.jsonl'} and {args.out / 'run.json'}: "
+        f"{info.get('episodes_run', len(results))} episodes, "
+        f"{info.get('wall_time_s', time.perf_counter() - started):.1f} s from start to finish"
     )
     failed = sum(1 for r in results if r["status"] != "ok")
     if failed:
-        err_console.print(
+        console.print(
             f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
             f"results (exit status {EXIT_EPISODES_FAILED})"
         )
-        raise typer.Exit(EXIT_EPISODES_FAILED)
+    return RunDone(args.out, args.wide, EXIT_EPISODES_FAILED if failed else 0, tuple(results))
 
 
 def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
@@ -152,11 +153,16 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             for agent in agents
             for i in range(args.episodes)
         ]
+        counts = [(len(agents), "agents"), (len(args.levels), "levels"), (args.episodes, "seeds")]
+        console.print(
+            plan_line("context-eval", len(jobs), counts, args.out) + f", reader {reader_label}",
+            highlight=False,
+        )
         # without --resume a fresh run: the kept lines are none (the file is emptied)
         run = RunDir(args.out, resume=args.resume, family="context")
         stack.callback(run.close)
         if args.resume:
-            err_console.print(run.resumed_line(len(jobs)))
+            console.print(run.resumed_line(len(jobs)))
         results = run.results
         status, reason = "error", None
         try:
@@ -223,6 +229,15 @@ def _run_info(args: ContextEvalArgs, reader_label: str) -> dict[str, Any]:
     }
 
 
+def _read_info(out: Path) -> dict[str, Any]:
+    """The run.json just written ({} if it cannot be read back)."""
+    try:
+        info = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def _write_info(
     args: ContextEvalArgs,
     reader_label: str,
@@ -251,11 +266,9 @@ def _play_baseline(
 ) -> dict[str, Any]:
     """One baseline episode; a reader that fails (endpoint down, model error) fails the
     episode, which is recorded, not the run."""
-    import openai
-
     try:
         record = play_policy(agent, level, seed, reader, max_blocks=args.max_blocks)
-    except (openai.OpenAIError, TimeoutError, RuntimeError, ProviderError) as error:
+    except _reader_errors() as error:
         message = one_line(f"{type(error).__name__}: {error}", 500)
         return context_result(
             agent=agent, reader=reader_label, level=level, seed=seed, record=None, error=message
@@ -268,6 +281,14 @@ def _play_baseline(
         record=record,
         weights=args.weights,
     )
+
+
+def _reader_errors() -> tuple[type[BaseException], ...]:
+    """What a failing reader raises: openai's errors only where a reader imported openai (the
+    extractive reader never does, and importing it costs a second)."""
+    errors: tuple[type[BaseException], ...] = (TimeoutError, RuntimeError, ProviderError)
+    openai = sys.modules.get("openai")
+    return errors + ((openai.OpenAIError,) if openai is not None else ())
 
 
 def _play_model(
@@ -283,6 +304,8 @@ def _play_model(
     from kv_cache_env.llm.agent_loop import Transcript
     from kv_cache_env.llm.openai_chat import openai_chat
     from kv_context_env.llm.agent import CONTEXT_TOOLS, play_context_episode
+
+    from ..common.hosted_client import openai_client
 
     base_url, key, model = endpoint
     agent = args.model or model
@@ -391,6 +414,8 @@ def _reader(
 
 def _chat_reader(args: ContextEvalArgs, base_url: str | None, key: str, model: str) -> ChatReader:
     """A chat reader on the bounded client (`--timeout` per attempt, `--max-retries`)."""
+    from ..common.hosted_client import openai_client
+
     return ChatReader(
         base_url,
         key,
@@ -414,24 +439,35 @@ def _progress() -> Iterator[Progress]:
         yield progress
 
 
-def print_context_tables(results: list[dict[str, Any]]) -> None:
-    levels = list(dict.fromkeys(r["level"] for r in results))
-    for level in levels:
+METRICS: tuple[tuple[str, str, str, int], ...] = (
+    ("ROUGE-L", "rouge_l", ".3f", 1),
+    ("exact", "value_accuracy", ".2f", 2),
+    ("facts", "facts_visible", ".2f", 3),
+    ("OOM", "oom_events", ".1f", 4),
+    ("blocks", "mean_active_blocks", ".1f", 6),
+    ("recalls", "recalls", ".1f", 5),
+)
+"""The table's metric columns: (header, metric, format, priority: the higher, the sooner a
+narrow terminal leaves it out)."""
+
+
+def context_tables(
+    results: list[dict[str, Any]], *, wide: bool = False, width: int | None = None
+) -> list[Fitted]:
+    """One table per level, best reward first, fitted to the terminal (`columns.fit_table`):
+    the agent, its reader, n and the reward always, the metrics as the width allows."""
+    tables = []
+    for level in dict.fromkeys(r["level"] for r in results):
         rows = [r for r in results if r["level"] == level]
         budget = LEVELS[level].max_blocks
         readers = sorted({r["reader"] for r in rows})
         one_reader = len(readers) == 1
-        table = Table(
-            title=f"context · {level} · budget {budget} blocks"
-            + (f" · reader {readers[0]}" if one_reader else ""),
-            caption="facts: asked facts still cached · OOM: engine evictions · blocks: mean active",
-            box=box.SIMPLE_HEAD,
-        )
-        table.add_column("agent", no_wrap=True)
+        columns = [Column("agent", justify="left")]
         if not one_reader:
-            table.add_column("reader", no_wrap=True)
-        for header in ("n", "ROUGE-L", "exact", "facts", "OOM", "blocks", "recalls", "reward ±95%"):
-            table.add_column(header, justify="right", no_wrap=True)
+            columns.append(Column("reader", justify="left"))
+        columns.append(Column("n"))
+        columns += [Column(header, drop=drop) for header, _, _, drop in METRICS]
+        columns.append(Column("reward ±95%"))
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for r in rows:
             groups.setdefault((r["agent"], r["reader"]), []).append(r)
@@ -439,26 +475,41 @@ def print_context_tables(results: list[dict[str, Any]]) -> None:
             groups.items(),
             key=lambda kv: -_mean([r["reward"] for r in kv[1] if r["status"] == "ok"]),
         )
+        cells = []
         for (agent, reader), group in ordered:
             ok = [r for r in group if r["status"] == "ok"]
             failed = len(group) - len(ok)
             names = [agent] if one_reader else [agent, reader]
             if not ok:
-                table.add_row(*names, f"0 ({failed} failed)", *["-"] * 7)
+                cells.append([*names, f"0 ({failed} failed)", *["-"] * (len(METRICS) + 1)])
                 continue
             reward, reward_half = mean_ci([r["reward"] for r in ok])
-            table.add_row(
-                *names,
-                f"{len(ok)}" + (f" ({failed} failed)" if failed else ""),
-                f"{_mean([r['metrics']['rouge_l'] for r in ok]):.3f}",
-                f"{_mean([r['metrics']['value_accuracy'] for r in ok]):.2f}",
-                f"{_mean([r['metrics']['facts_visible'] for r in ok]):.2f}",
-                f"{_mean([r['metrics']['oom_events'] for r in ok]):.1f}",
-                f"{_mean([r['metrics']['mean_active_blocks'] for r in ok]):.1f}",
-                f"{_mean([r['metrics']['recalls'] for r in ok]):.1f}",
-                f"{reward:+.3f}±{reward_half:.2f}",
+            cells.append(
+                [
+                    *names,
+                    f"{len(ok)}" + (f" ({failed} failed)" if failed else ""),
+                    *(
+                        format(_mean([r["metrics"][key] for r in ok]), spec)
+                        for _, key, spec, _ in METRICS
+                    ),
+                    f"{reward:+.3f}±{reward_half:.2f}",
+                ]
             )
-        console.print(table)
+        title = f"context · {level} · budget {budget} blocks" + (
+            f" · reader {readers[0]}" if one_reader else ""
+        )
+        caption = "facts: asked facts still cached · OOM: engine evictions · blocks: mean active"
+        tables.append(
+            fit_table(columns, cells, title=title, caption=caption, wide=wide, width=width)
+        )
+    return tables
+
+
+def print_context_tables(results: list[dict[str, Any]], *, wide: bool = False) -> None:
+    """`context_tables`, printed; the columns left out are named once, after the last."""
+    tables = context_tables(results, wide=wide)
+    for i, fitted in enumerate(tables):
+        fitted.print(note=i == len(tables) - 1)
 
 
 def _mean(values: list[float]) -> float:

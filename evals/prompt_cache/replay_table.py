@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from ..common.columns import Column, fit_table
 from .provider import Prices
 from .replay import TranscriptError, find_transcripts, load_transcript, replay
 from .strategies import DESCRIPTIONS
@@ -53,27 +53,18 @@ def run_cache_replay(
         }
         print(json.dumps(payload, indent=2))
         return
-    table = Table(
-        title=f"cache replay: {len(loaded)} transcripts, {rows[0].requests} requests "
-        f"(${price_in}/${price_cached}/${price_write} per M in/cached/write)"
-    )
-    for header in (
-        "strategy",
-        "input tokens",
-        "cached",
-        "written",
-        "breakpoints/req",
-        "honoured/req",
-        "cost $",
-        "vs none",
-    ):
-        table.add_column(
-            header,
-            justify="left" if header == "strategy" else "right",
-            no_wrap=header == "strategy",
-        )
-    for row in rows:
-        table.add_row(
+    columns = [
+        Column("strategy", justify="left"),
+        Column("input tokens", drop=4),
+        Column("cached", drop=2),
+        Column("written", drop=3),
+        Column("breakpoints/req", drop=6),
+        Column("honoured/req", drop=5),
+        Column("cost $"),
+        Column("vs none"),
+    ]
+    cells = [
+        [
             DESCRIPTIONS[row.strategy],
             f"{row.input_tokens:,}",
             f"{row.cached_fraction:.1%}",
@@ -82,5 +73,11 @@ def run_cache_replay(
             f"{row.honoured / max(1, row.requests):.2f}",
             f"{row.cost:.4f}",
             f"{row.cost / baseline:.3f}" if baseline else "-",
-        )
-    console.print(table)
+        ]
+        for row in rows
+    ]
+    title = (
+        f"cache replay: {len(loaded)} transcripts, {rows[0].requests} requests "
+        f"(${price_in}/${price_cached}/${price_write} per M in/cached/write)"
+    )
+    fit_table(columns, cells, title=title).print()

@@ -27,7 +27,7 @@ from kv_cache_env.bounded_read import (
     iter_line_bytes,
     read_json,
 )
-from kv_cache_env.policies import REFERENCE
+from kv_cache_env.policies import ANCHORS, REFERENCE
 from kv_cache_env.sim import ACTIONS, SUITE, SUITE_VERSION, TIERS
 from kv_context_env import CONTEXT_SUITE_VERSION
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
@@ -511,26 +511,35 @@ def to_dataset(results: Sequence[dict[str, Any]]) -> Any:
     return datasets.Dataset.from_list(rows)
 
 
-def build_report(
+@dataclass(frozen=True)
+class Board:
+    """What a report shows, before it is written: each family's rows and ranking."""
+
+    rows: list[Row]
+    """The serving section's rows (empty without serving results)."""
+    ranking: Ranking | None
+    """The serving ranking (None without serving results)."""
+    context: ContextBoard | None
+    """The context section (None without context results)."""
+    reference: str
+    """Where the serving reference (noop and bound) came from."""
+
+
+def assemble(
     results: Sequence[dict[str, Any]],
-    out: Path,
-    sources: Sequence[str],
     prices: Prices | None = None,
     reference: Sequence[dict[str, Any]] = (),
     reference_source: str | None = None,
-) -> list[Row | ContextRow]:
-    """Write the report of checked results of either family (`read_results`); returns its
-    rows, serving first. `prices`: add each row's mean input dollars per episode
-    (`prompt_cache.dollars`). `reference`: noop and bound results from the shipped table, to
-    normalize serving scenarios by where the runs lack them; `reference_source` says where the
-    reference came from."""
-    from .figures import build_context_figures, build_figures
-
+) -> Board:
+    """Rows and rankings of checked results of either family (`read_results`). `prices`: add
+    each row's mean input dollars per episode (`prompt_cache.dollars`). `reference`: noop and
+    bound results from the shipped table, to normalize serving scenarios by where the runs lack
+    them; `reference_source` says where the reference came from. `kvarena eval` and
+    `context-eval` print the rankings of their own results from here."""
     serving = [r for r in results if family_of(r) == "serving"]
     context = [r for r in results if family_of(r) == "context"]
     rows: list[Row] = []
     ranking: Ranking | None = None
-    figs: dict[str, str] = {}
     if serving:
         rows = leaderboard(serving, reference)
         if prices is not None:
@@ -540,17 +549,41 @@ def build_report(
                 for r in rows
             ]
         scenarios = sorted({r.scenario for r in rows}, key=scenario_order)
-        ranking = rank_agents(serving, scenarios, reference)
-        figs = build_figures(rows, ranking)
+        ranking = rank_agents(serving, scenarios, reference, anchors=ANCHORS)
     board = context_board.context_board(context, prices) if context else None
     source = reference_source or _reference_source(serving, reference)
+    return Board(rows, ranking, board, source)
+
+
+def write_report(board: Board, out: Path, sources: Sequence[str]) -> list[Row | ContextRow]:
+    """Write `board` as `leaderboard.md` and `index.html` in `out`; returns its rows, serving
+    first."""
+    from .figures import build_context_figures, build_figures
+
+    figs = build_figures(board.rows, board.ranking) if board.ranking is not None else {}
     out.mkdir(parents=True, exist_ok=True)
     # both files whole or neither (`durable`): a full disk leaves no half-written report
-    markdown = render_markdown(rows, ranking, source, board)
-    context_figs = build_context_figures(board) if board else None
-    page = render_html(rows, ranking, figs, sources, source, board, context_figs)
+    markdown = render_markdown(board.rows, board.ranking, board.reference, board.context)
+    context_figs = build_context_figures(board.context) if board.context else None
+    page = render_html(
+        board.rows, board.ranking, figs, sources, board.reference, board.context, context_figs
+    )
     write_all_atomic([(out / "leaderboard.md", markdown), (out / "index.html", page)])
-    return [*rows, *(board.rows if board else [])]
+    return [*board.rows, *(board.context.rows if board.context else [])]
+
+
+def build_report(
+    results: Sequence[dict[str, Any]],
+    out: Path,
+    sources: Sequence[str],
+    prices: Prices | None = None,
+    reference: Sequence[dict[str, Any]] = (),
+    reference_source: str | None = None,
+) -> list[Row | ContextRow]:
+    """Write the report of checked results of either family (`assemble`, then `write_report`);
+    returns its rows, serving first."""
+    board = assemble(results, prices, reference, reference_source)
+    return write_report(board, out, sources)
 
 
 def _reference_source(
@@ -565,13 +598,16 @@ def _reference_source(
 
 
 def shipped_reference(
-    paths: Sequence[Path], results: Sequence[dict[str, Any]]
+    paths: Sequence[Path],
+    results: Sequence[dict[str, Any]],
+    of_path: Mapping[Path, Sequence[dict[str, Any]]] | None = None,
 ) -> list[dict[str, Any]]:
     """noop's and the bound's results from the shipped table for the suite episodes of `paths`
     that lack them: only for runs whose `run.json` says they were made by the code the table
     was made by (`source_digest`), for the same suite, at the scenarios' own length and with
     no trace. Scored with the weights of the run's own results; the bound only where those are
-    the default weights (the table's bound searched under them)."""
+    the default weights (the table's bound searched under them). `of_path`: each path's results
+    where the caller holds them (else they are read again)."""
     from rubrics import WeightError, Weights
 
     from ..common.results import episode_result
@@ -595,7 +631,7 @@ def shipped_reference(
             and arguments.get("trace") is None
         ):
             continue
-        for r in _results_of(path):
+        for r in of_path[path] if of_path is not None else _results_of(path):
             if family_of(r) != "serving":
                 continue
             try:

@@ -7,37 +7,79 @@ from typing import Annotated
 
 import typer
 
-from ..common.console import console
+from ..common.console import console, status_line
 from ..common.durable import OutputError, describe
 from ..common.edge import InputError, check_options, check_out_dir, check_path
+from ..common.outcome import RunDone
+
+
+def close_run(value: object, **_group_options: object) -> None:
+    """The app's closing step (its result callback): after `kvarena eval` or `context-eval`
+    (a `RunDone`), the ranking of the run, as `kvarena report` computes it from the run
+    directory (the shipped reference where the run's code matches it), and the `kvarena report`
+    command for it; then the run's exit status."""
+    if not isinstance(value, RunDone):
+        return
+    from .build import ReportError, assemble, read_results, shipped_reference
+    from .terminal import print_rankings, report_command_line
+
+    try:  # the results the run holds: reading them again costs a second of a big run's CPU
+        results = list(value.results) or read_results([value.out])[0]
+    except ReportError as error:
+        console.print(f"no ranking: {error}")
+    else:
+        reference = shipped_reference([value.out], results, {value.out: results})
+        print_rankings(assemble(results, reference=reference), wide=value.wide)
+    command = report_command_line([value.out], value.out / "report")
+    console.print(f"report: {command}", soft_wrap=True, highlight=False)
+    if value.exit_status:
+        raise typer.Exit(value.exit_status)
 
 
 def report_command(
     runs: Annotated[
         list[Path],
         typer.Argument(
-            help="Run directories or results.jsonl files of kvarena eval, context-eval or both."
+            metavar="RUNS...",
+            help="Run directories or results.jsonl files of kvarena eval, context-eval or both.",
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Report directory.")] = Path("report"),
+    out: Annotated[
+        Path, typer.Option("--out", "-o", metavar="DIR", help="Report directory.")
+    ] = Path("report"),
     dataset: Annotated[
-        Path | None, typer.Option(help="Also save the results as a datasets.Dataset here.")
+        Path | None,
+        typer.Option(metavar="DIR", help="Also save the results as a datasets.Dataset here."),
     ] = None,
     price_in: Annotated[
-        float | None, typer.Option(min=0, help="$ per M fresh input tokens (with the other two).")
+        float | None,
+        typer.Option(
+            min=0, metavar="PRICE", help="$ per M fresh input tokens (with the other two)."
+        ),
     ] = None,
     price_cached: Annotated[
-        float | None, typer.Option(min=0, help="$ per M input tokens read from the cache.")
+        float | None,
+        typer.Option(min=0, metavar="PRICE", help="$ per M input tokens read from the cache."),
     ] = None,
     price_write: Annotated[
-        float | None, typer.Option(min=0, help="$ per M input tokens written to the cache.")
+        float | None,
+        typer.Option(min=0, metavar="PRICE", help="$ per M input tokens written to the cache."),
     ] = None,
 ) -> None:
     """Build leaderboard.md and a self-contained index.html from one or more runs, a section
     per family (serving, context); with the three prices, also the input cost per episode in
-    dollars from the recorded usage."""
+    dollars from the recorded usage. Prints the rankings it wrote."""
+    status_line(f"report: reading {len(runs)} run(s)")
     from ..prompt_cache.provider import Prices
-    from .build import ReportError, build_report, read_results, shipped_reference, to_dataset
+    from .build import (
+        ReportError,
+        assemble,
+        read_results,
+        shipped_reference,
+        to_dataset,
+        write_report,
+    )
+    from .terminal import print_rankings
 
     check_options(
         {"--price-in": price_in, "--price-cached": price_cached, "--price-write": price_write}
@@ -66,14 +108,16 @@ def report_command(
     reference = shipped_reference(runs, results)
     if reference:
         console.print(f"reference: shipped table ({len(reference)} noop and bound episodes)")
+    board = assemble(results, prices, reference)
     with console.status("rendering figures"):
-        rows = build_report(results, out, [str(r) for r in runs], prices, reference)
+        rows = write_report(board, out, [str(r) for r in runs])
     if dataset is not None:
         try:
             to_dataset(results).save_to_disk(str(dataset))
         except OSError as error:
             raise OutputError(f"cannot write {dataset}: {describe(error)}") from None
         console.print(f"saved the dataset to {dataset}")
+    print_rankings(board)
     failed = sum(r.failed for r in rows)
     console.print(
         f"{len(results)} episodes ({failed} failed) in {len(rows)} rows: "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,9 @@ class Ranked:
     episodes: int
     scenarios: int
     """Scenarios with a range it ran (those its score averages)."""
+    versus: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
+    """Anchor -> (score - the anchor's, and its 95% interval from the same bootstrap draws:
+    paired), for each anchor ranked beside it (not for the anchor itself)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class Ranking:
     """The scenarios whose range is wide enough to normalize by."""
     ranges: dict[str, float]
     """Scenario -> mean bound - mean noop on its paired seeds."""
+    anchors: list[str] = field(default_factory=list)
+    """The anchor agents ranked (each row's `versus` compares it with them)."""
 
 
 def rank_agents(
@@ -67,37 +72,19 @@ def rank_agents(
     *,
     floor: str = FLOOR,
     top: str = REFERENCE,
+    anchors: Sequence[str] = (),
 ) -> Ranking:
     """`reference`: noop and bound results to normalize by where `results` lack them (from the
     shipped table); they are not ranked unless they are also in `results`. `floor` and `top`
     name the agents at 0 and 1 of each scenario's range (the context family's section ranks its
-    levels between `noop` and `oracle`)."""
+    levels between `noop` and `oracle`). Every agent is compared with each of `anchors` that
+    was ranked (`Ranked.versus`)."""
     rewards: dict[tuple[str, str], dict[int, float]] = {}
     for r in (*reference, *results):
         if r.get("status") == "ok" and r.get("reward") is not None:
             rewards.setdefault((r["scenario"], r["agent"]), {})[r["seed"]] = float(r["reward"])
     agents = list(dict.fromkeys(r["agent"] for r in results))
-    values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    """scenario -> (agents x seeds rewards, nan = absent; noop per seed; bound per seed)."""
-    ranges: dict[str, float] = {}
-    for scenario in scenarios:
-        lowest = rewards.get((scenario, floor), {})
-        highest = rewards.get((scenario, top), {})
-        seeds = sorted(set(lowest) & set(highest))
-        if not seeds:
-            continue
-        low = np.array([lowest[s] for s in seeds])
-        high = np.array([highest[s] for s in seeds])
-        ranges[scenario] = float(high.mean() - low.mean())
-        if ranges[scenario] < MIN_RANGE:
-            continue
-        matrix = np.full((len(agents), len(seeds)), np.nan)
-        for i, agent in enumerate(agents):
-            mine = rewards.get((scenario, agent), {})
-            for j, seed in enumerate(seeds):
-                if seed in mine:
-                    matrix[i, j] = mine[seed]
-        values[scenario] = (matrix, low, high)
+    values, ranges = _values(rewards, agents, scenarios, floor, top)
     normalized = list(values)
     ones = {sc: np.ones((1, m[0].shape[1])) for sc, m in values.items()}
     point = _suite_scores(ones, values, len(agents), 1)[0]
@@ -112,6 +99,8 @@ def rank_agents(
         low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
         first = np.nanpercentile(ranks, 2.5, axis=0, method="lower")
         last = np.nanpercentile(ranks, 97.5, axis=0, method="higher")
+    present = [a for a in anchors if a in agents]
+    versus = _versus(point, boot, [agents.index(a) for a in present])
     by_agent: dict[str, list[Mapping[str, Any]]] = {}
     for r in results:  # one pass: agents x results was quadratic (2,000 agents: minutes)
         by_agent.setdefault(r["agent"], []).append(r)
@@ -133,10 +122,70 @@ def rank_agents(
                 reward=sum(ok) / len(ok) if ok else float("nan"),
                 episodes=len(mine_all),
                 scenarios=sum(per[sc] is not None for sc in normalized),
+                versus={a: v[i] for a, v in zip(present, versus, strict=True) if v[i] is not None},
             )
         )
     rows.sort(key=lambda r: (r.rank is None, r.rank or 0, -_key(r.reward), r.agent))
-    return Ranking(rows, list(scenarios), normalized, ranges)
+    return Ranking(rows, list(scenarios), normalized, ranges, present)
+
+
+Values = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""scenario -> (agents x seeds rewards, nan = absent; noop per seed; bound per seed)."""
+
+
+def _values(
+    rewards: Mapping[tuple[str, str], Mapping[int, float]],
+    agents: Sequence[str],
+    scenarios: Sequence[str],
+    floor: str,
+    top: str,
+) -> tuple[Values, dict[str, float]]:
+    """Per scenario with a range, the agents' rewards on the seeds where `floor` and `top` both
+    ran; and every scenario's range (mean top - mean floor) where they did."""
+    values: Values = {}
+    ranges: dict[str, float] = {}
+    for scenario in scenarios:
+        lowest = rewards.get((scenario, floor), {})
+        highest = rewards.get((scenario, top), {})
+        seeds = sorted(set(lowest) & set(highest))
+        if not seeds:
+            continue
+        low = np.array([lowest[s] for s in seeds])
+        high = np.array([highest[s] for s in seeds])
+        ranges[scenario] = float(high.mean() - low.mean())
+        if ranges[scenario] < MIN_RANGE:
+            continue
+        matrix = np.full((len(agents), len(seeds)), np.nan)
+        for i, agent in enumerate(agents):
+            mine = rewards.get((scenario, agent), {})
+            for j, seed in enumerate(seeds):
+                if seed in mine:
+                    matrix[i, j] = mine[seed]
+        values[scenario] = (matrix, low, high)
+    return values, ranges
+
+
+def _versus(
+    point: np.ndarray, boot: np.ndarray, anchors: Sequence[int]
+) -> list[list[tuple[float, float, float] | None]]:
+    """Per anchor (by index), per agent: its score - the anchor's, with the 95% interval of that
+    difference over the bootstrap draws (the same draws for both: paired); None for the anchor
+    itself and where either has no score."""
+    out = []
+    for j in anchors:
+        diff = point - point[j]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            low, high = np.nanpercentile(boot - boot[:, j : j + 1], [2.5, 97.5], axis=0)
+        out.append(
+            [
+                None
+                if i == j or np.isnan(diff[i]) or np.isnan(low[i])
+                else (float(diff[i]), float(low[i]), float(high[i]))
+                for i in range(len(point))
+            ]
+        )
+    return out
 
 
 def _scenario_scores(value: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[float | None]:

@@ -1,8 +1,9 @@
 """The report's tables as every family's section writes them: a cell is (text, sort value);
 `markdown_table` and `html_table` render rows of cells (names cleaned by `display`), and the
 ranking table's columns (`ranking_headers`, `ranking_cells`) are the same for both families: a
-rank, its interval, the agent, the normalized score and one column per scenario (a context
-level), the mean reward and the episodes.
+rank, its interval, the agent, the normalized score, whether it beats each anchor (the serving
+suite's `vllm-default` and `regime-rule`), one column per scenario (a context level), the mean
+reward and the episodes.
 """
 
 from __future__ import annotations
@@ -33,10 +34,21 @@ def ranking_headers(ranking: Ranking) -> list[str]:
         "rank 95% interval",
         "agent",
         "normalized score (95% CI)",
+        *(f"beats {display_name(a)}" for a in ranking.anchors),
         *(display_name(sc) for sc in ranking.normalized),
         "mean reward",
         "episodes",
     ]
+
+
+def beats(versus: tuple[float, float, float] | None) -> Cell:
+    """Whether a score beats an anchor's: yes (the paired interval above 0), no (below), tie,
+    with the difference and its interval; – without one."""
+    if versus is None:
+        return ("–", float("-inf"))
+    diff, low, high = versus
+    verdict = "yes" if low > 0 else "no" if high < 0 else "tie"
+    return (f"{verdict} {diff:+.3f} ({low:+.3f} to {high:+.3f})", diff)
 
 
 def ranking_cells(row: Ranked, ranking: Ranking) -> list[Cell]:
@@ -47,12 +59,14 @@ def ranking_cells(row: Ranked, ranking: Ranking) -> list[Cell]:
     interval = (
         "–" if row.rank_interval is None else f"{row.rank_interval[0]}–{row.rank_interval[1]}"
     )
+    name = display_name(row.agent) + (" (anchor)" if row.agent in ranking.anchors else "")
     cells: list[Cell] = [
         ("–" if row.rank is None else str(row.rank), row.rank if row.rank is not None else 1e9),
         (interval, row.rank_interval[0] if row.rank_interval else 1e9),
-        (display_name(row.agent), display_name(row.agent)),
+        (name, display_name(row.agent)),
         (score, sort_key(row.score if row.score is not None else float("nan"))),
     ]
+    cells += [beats(row.versus.get(anchor)) for anchor in ranking.anchors]
     for scenario in ranking.normalized:
         value = row.per_scenario.get(scenario)
         cells.append((fmt(value, 2), sort_key(value if value is not None else float("nan"))))

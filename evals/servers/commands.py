@@ -9,26 +9,32 @@ from typing import Annotated
 
 import typer
 
-from ..common.console import console
+from ..common.console import console, status_line
 from ..common.edge import InputError, check_options, check_path
 from ..common.options import Constrain
 
 Port = Annotated[
     int,
-    typer.Option(min=0, max=65535, help="Port to listen on (loopback only)."),
+    typer.Option(min=0, max=65535, metavar="PORT", help="Port to listen on (loopback only)."),
 ]
 HeaderTimeout = Annotated[
     float | None,
     typer.Option(
         min=0.1,
         max=3600,
+        metavar="SECONDS",
         help="Seconds a connection has to send a request's headers, idle keep-alive included "
         "(default 10).",
     ),
 ]
 BodyTimeout = Annotated[
     float | None,
-    typer.Option(min=0.1, max=3600, help="Seconds a request has to send its body (default 30)."),
+    typer.Option(
+        min=0.1,
+        max=3600,
+        metavar="SECONDS",
+        help="Seconds a request has to send its body (default 30).",
+    ),
 ]
 
 
@@ -40,24 +46,30 @@ def _timeouts(header: float | None, body: float | None) -> dict[str, float]:
 
 
 def serve_policy_command(
-    name: Annotated[str, typer.Argument(help="An observation-based policy, e.g. lru.")],
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="An observation-based policy, e.g. lru.")
+    ],
     port: Port = 8000,
-    host: Annotated[str, typer.Option(help="Loopback address to bind.")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="Loopback address to bind.")
+    ] = "127.0.0.1",
     faults: Annotated[
         str | None,
         typer.Option(
+            metavar="FAULTS",
             help="Inject faults for tests: N:KIND,... with KIND in 429, 500, timeout, "
-            "badjson, drop (N counts chat requests from 1)."
+            "badjson, drop (N counts chat requests from 1).",
         ),
     ] = None,
     fault_delay: Annotated[
-        float, typer.Option(min=0, help="Seconds a 'timeout' fault waits.")
+        float, typer.Option(min=0, metavar="SECONDS", help="Seconds a 'timeout' fault waits.")
     ] = 30.0,
     header_timeout: HeaderTimeout = None,
     body_timeout: BodyTimeout = None,
 ) -> None:
     """Serve a policy as an OpenAI-compatible chat endpoint (tool calls), loopback only
     (127.0.0.1, localhost or ::1)."""
+    status_line(f"serve-policy: loading policy {name}")
     from .policy_server import PolicyServer, parse_faults
 
     try:
@@ -86,7 +98,9 @@ def serve_policy_command(
 
 
 def serve_model_command(
-    model: Annotated[str, typer.Argument(help="local:smollm2 or local:/path/model.gguf")],
+    model: Annotated[
+        str, typer.Argument(metavar="MODEL", help="local:smollm2 or local:/path/model.gguf.")
+    ],
     port: Port = 8000,
     constrain: Constrain = True,
     header_timeout: HeaderTimeout = None,
@@ -94,6 +108,7 @@ def serve_model_command(
 ) -> None:
     """Serve a local GGUF model as an OpenAI-compatible endpoint with tool calls (loopback).
     Requests reach the model through the same bounded front as serve-policy's."""
+    status_line(f"serve-model: starting {model} (loading a model takes a while)")
     from .http_guard import GuardedHTTPServer, proxy_handler
     from .local_model import LocalModelError, LocalModelServer, start_local
 

@@ -11,14 +11,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..common.console import console, out_console, print_named_rows
+from ..common.console import console, out_console, status_line
 from ..common.edge import InputError, check_options, check_path
 from ..common.options import (
     CPUS,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
     MODEL_PANEL,
-    OUTPUT_PANEL,
     RUN_PANEL,
     Constrain,
     Episodes,
@@ -27,8 +26,10 @@ from ..common.options import (
     Out,
     Resume,
     Timeout,
+    Wide,
     Workers,
 )
+from ..common.outcome import RunDone
 
 
 class Api(StrEnum):
@@ -192,14 +193,6 @@ Weights = Annotated[
         rich_help_panel=RUN_PANEL,
     ),
 ]
-Wide = Annotated[
-    bool,
-    typer.Option(
-        help="Result tables with every column (each rubric component and call count), "
-        "wider than 100 characters.",
-        rich_help_panel=OUTPUT_PANEL,
-    ),
-]
 
 
 def eval_command(
@@ -230,7 +223,7 @@ def eval_command(
     weights: Weights = None,
     force: Force = False,
     wide: Wide = False,
-) -> None:
+) -> RunDone:
     """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json.
 
     With no option: every built-in policy, the reference bound included, on the serving suite,
@@ -238,9 +231,19 @@ def eval_command(
     """
     options = dict(locals())  # the options by name: EvalArgs has the same fields
     options["api"] = api.value
+    status_line("eval: loading the simulator and the policies")
     from .eval_run import EvalArgs, run_eval
 
-    run_eval(EvalArgs(**options))
+    return run_eval(EvalArgs(**options))
+
+
+Repeats = Annotated[int, typer.Option(min=1, metavar="N", help="Speed table: paired repeats.")]
+BoundEpisodes = Annotated[
+    int, typer.Option(min=0, metavar="N", help="Speed table: bound episodes.")
+]
+SpeedEpisodes = Annotated[
+    int, typer.Option(min=1, metavar="N", help="Speed table: hard episodes per policy.")
+]
 
 
 def bench_command(
@@ -256,7 +259,10 @@ def bench_command(
     ] = 1000,
     trace: Annotated[
         str,
-        typer.Option(help="Trace for the replay figure: a built-in name (kvarena traces) or path."),
+        typer.Option(
+            metavar="NAME|FILE",
+            help="Trace for the replay figure: a built-in name (kvarena traces) or path.",
+        ),
     ] = "mooncake-conversation",
     as_json: Annotated[bool, typer.Option("--json", help="Print figures as JSON.")] = False,
     speed: Annotated[
@@ -264,23 +270,25 @@ def bench_command(
     ] = True,
     before: Annotated[
         Path | None,
-        typer.Option(help="Worktree of an older commit, measured beside this one (ratios)."),
+        typer.Option(
+            metavar="DIR", help="Worktree of an older commit, measured beside this one (ratios)."
+        ),
     ] = None,
     naive: Annotated[
         Path | None,
         typer.Option(
+            metavar="FILE",
             help="Speed table: the naive replay script timed as the machine's yardstick "
-            "(default: shared/tools/naive_replay.py beside the checkout, when there)."
+            "(default: shared/tools/naive_replay.py beside the checkout, when there).",
         ),
     ] = None,
-    repeats: Annotated[int, typer.Option(min=1, help="Speed table: paired repeats.")] = 3,
-    bound_episodes: Annotated[int, typer.Option(min=0, help="Speed table: bound episodes.")] = 6,
-    speed_episodes: Annotated[
-        int, typer.Option(min=1, help="Speed table: hard episodes per policy.")
-    ] = 200,
+    repeats: Repeats = 3,
+    bound_episodes: BoundEpisodes = 6,
+    speed_episodes: SpeedEpisodes = 200,
 ) -> None:
     """Measure simulator speed, the full-trace replay time and the observation size; with
     --before, the engine-speed table of this tree against an older commit's worktree."""
+    status_line("bench: loading the simulator")
     from kv_cache_env.traces.trace_data import resolve_trace
 
     from .bench import run_bench
@@ -327,60 +335,42 @@ def bench_command(
         out_console.print(speed_table(figures["speed"]))
 
 
-def policies_command() -> None:
-    """List the registered policies."""
-    from kv_cache_env import policies
-
-    for name in policies.available():
-        policy = policies.create(name)
-        doc = " ".join((type(policy).__doc__ or "").split())
-        out_console.print(f"[bold]{name:<16}[/bold] {doc}", soft_wrap=True)
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON that a script can read.")]
 
 
-def scenarios_command() -> None:
-    """List the built-in scenarios and their main parameters."""
-    from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
+def policies_command(
+    name: Annotated[
+        str | None, typer.Argument(metavar="NAME", help="One policy in full (default: all).")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """List the registered policies, one a line; with NAME, that policy in full."""
+    from .listings import list_policies
 
-    rows = [
-        (
-            sc.name,
-            f"{sc.budget_fraction[0]:.2f}-{sc.budget_fraction[1]:.2f} of peak",
-            f"{sc.arrival_rate[0]:.1f}-{sc.arrival_rate[1]:.1f}",
-            f"{sc.burst_probability:.0%} x{sc.burst_multiplier:g}",
-            " ".join(f"{k} {w:g}" for k, w in sc.tool_mix),
-            ",".join(sc.chat_types) or "-",
-            str(sc.base_quantization),
-            f"{sc.cpu_capacity_fraction:g}x",
-            f"{sc.link_fraction_per_s:g}x" if sc.link_fraction_per_s else "-",
-            str(sc.prefill_tokens_per_s),
-            sc.fallback,
-        )
-        for sc in SCENARIOS.values()
-    ]
-    print_named_rows(
-        (
-            "scenario",
-            "budget",
-            "arrivals/s",
-            "bursts",
-            "agents' tools",
-            "chats",
-            "kv",
-            "cpu",
-            "link/s",
-            "prefill/s",
-            "fallback",
-        ),
-        rows,
-        title=f"serving suite v{SUITE_VERSION} (the suite: {', '.join(SUITE)})",
-    )
+    list_policies(name, as_json)
 
 
-def traces_command() -> None:
+def scenarios_command(
+    name: Annotated[
+        str | None, typer.Argument(metavar="NAME", help="One scenario in full (default: all).")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """List the built-in scenarios and their main parameters, one a line; with NAME, every
+    parameter of that scenario."""
+    from .listings import list_scenarios
+
+    list_scenarios(name, as_json)
+
+
+def traces_command(
+    name: Annotated[
+        str | None, typer.Argument(metavar="NAME", help="One trace in full (default: all).")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
     """List the built-in traces (`--trace NAME`): requests, duration and source."""
-    from .trace_list import builtin_trace_rows
+    from .listings import list_traces
 
-    print_named_rows(
-        ("name", "requests", "duration", "prefix blocks", "source", "licence"),
-        builtin_trace_rows(),
-    )
+    status_line("traces: reading the packaged traces")
+    list_traces(name, as_json)

@@ -22,7 +22,7 @@ from kv_cache_env.suggest import unknown_name
 from kv_cache_env.traces import TraceError
 from rubrics import Weights
 
-from ..common.console import console, progress, summary_line, versions
+from ..common.console import console, plan_line, progress, summary_line, versions
 from ..common.durable import OutputError
 from ..common.edge import (
     EXIT_EPISODES_FAILED,
@@ -34,6 +34,7 @@ from ..common.edge import (
     parse_weights,
     repeated_names,
 )
+from ..common.outcome import RunDone
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
 from ..common.secrets import BadKeyError, key_from_env, scrub
@@ -83,8 +84,9 @@ class EvalArgs:
     wide: bool = False
 
 
-def run_eval(args: EvalArgs) -> None:
-    """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json."""
+def run_eval(args: EvalArgs) -> RunDone:
+    """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json and
+    print the tables. The app's closing step prints the ranking (`RunDone`)."""
     started = time.perf_counter()
     names, tiers = _check(args)
     spec, local_server = _model_spec(args) if args.model else (None, None)
@@ -107,6 +109,8 @@ def run_eval(args: EvalArgs) -> None:
         for i in range(count)
     ]
     out = args.out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
+    counts = [(len(names), "agents"), (len(tiers), "scenarios"), (count, "seeds")]
+    console.print(plan_line("eval", len(jobs), counts, out), highlight=False)
     run_info: dict[str, Any] = {
         "command": "eval",
         "arguments": _arguments(args, names, tiers, count, weights, spec, local_server),
@@ -127,16 +131,18 @@ def run_eval(args: EvalArgs) -> None:
         _execute(pending, args, spec, local_server, run)
         results = run.finish(job.key for job in jobs)
         run_info = write_run_info(out, run_info, results, "complete", started)
-    wall = time.perf_counter() - started
     _print_results(results, args, weights)
     failed = run_info["episodes_failed"]
-    console.print(f"wrote {run.results_path} and {out / 'run.json'} in {wall:.1f}s")
+    console.print(
+        f"wrote {run.results_path} and {out / 'run.json'}: {run_info['episodes_run']} episodes, "
+        f"{run_info['wall_time_s']:.1f} s from start to finish"
+    )
     if failed:
         console.print(
             f"[yellow]{failed} of {len(results)} episode(s) failed[/yellow]; see 'error' in the "
             f"results (exit status {EXIT_EPISODES_FAILED})"
         )
-        raise typer.Exit(EXIT_EPISODES_FAILED)
+    return RunDone(out, args.wide, EXIT_EPISODES_FAILED if failed else 0, tuple(results))
 
 
 @contextmanager
@@ -368,7 +374,7 @@ def _execute(
             shipped, computed = reference_from_table(pending)
             for result in shipped:
                 run.add(result)
-            for _job, result in _run_jobs(computed, args.workers):
+            for _job, result in _run_jobs(computed, args.workers, len(shipped)):
                 run.add(result)
     finally:
         if local_server is not None:
@@ -404,19 +410,24 @@ def _run_model(jobs: list[EpisodeJob], spec: ModelSpec, concurrency: int, run: R
     console.print(summary_line(len(jobs), errors, time.perf_counter() - started))
 
 
-def _run_jobs(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
+def _run_jobs(
+    jobs: list[EpisodeJob], workers: int, shipped: int = 0
+) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
     """Play the jobs (in worker processes when more than one), with a progress bar that ends
-    on a summary line."""
+    on a summary line. `shipped`: the run's episodes answered from the shipped reference table,
+    which the bar counts as done from its start (its total is the run's), not in its rate."""
     if not jobs:
         return
-    started, failed = time.perf_counter(), 0
+    failed = 0
     with progress() as bar:
-        task = bar.add_task("episodes", total=len(jobs))
+        task = bar.add_task("episodes", total=shipped + len(jobs), completed=shipped, kept=shipped)
         for job, result in _play(jobs, workers):
             failed += result["status"] != "ok"
             yield job, result
             bar.advance(task)
-    console.print(summary_line(len(jobs), failed, time.perf_counter() - started))
+    seconds = bar.tasks[0].finished_time or 0.0  # the bar's own clock, so the same rate
+    kept = f"{shipped} from the shipped reference table" if shipped else ""
+    console.print(summary_line(len(jobs), failed, seconds, kept=kept))
 
 
 def _play(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:

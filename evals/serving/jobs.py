@@ -18,6 +18,9 @@ from rubrics import DEFAULT_WEIGHTS, Weights
 from ..common.results import episode_result
 from .runner import run_policy_episode
 
+COVERS = "it holds seeds 0-99 of the suite's scenarios at their own number of turns, no replay"
+"""What the shipped reference table can answer, as the console says it."""
+
 
 @dataclass(frozen=True)
 class EpisodeJob:
@@ -73,8 +76,11 @@ def reference_from_table(
     elif hits:
         console.print(
             f"reference: shipped table for {len(hits)} episodes, computed for "
-            f"{len(wanted) - len(hits)} (the table holds seeds 0-99 of the suite's scenarios at "
-            "their own number of turns)"
+            f"{len(wanted) - len(hits)} ({COVERS})"
+        )
+    elif table is not None and table.current:
+        console.print(
+            f"reference: computed (these episodes are not in the shipped table: {COVERS})"
         )
     else:
         console.print(f"reference: computed ({status()})")

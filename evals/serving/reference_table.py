@@ -69,13 +69,13 @@ SOURCES: tuple[str, ...] = (
 NOT_SOURCES: tuple[str, ...] = (
     "environments/kv_cache_env/policies/expert.py",
     "environments/kv_cache_env/policies/worlds.py",
-    "environments/kv_cache_env/policies/rule_grid.py",
     "environments/kv_cache_env/sim/hidden.py",
 )
 """Files matched by `SOURCES` that no table record depends on: the `expert` planner, its world
-sampler, the grid of fixed rules it draws from, and the derivation of what the observation
-shows of each request that its worlds check themselves against (not in the bound's pool, never
-imported by a pooled policy or the simulator; tested)."""
+sampler, and the derivation of what the observation shows of each request that its worlds check
+themselves against (not in the bound's pool, never imported by a pooled policy or the
+simulator; tested). The rule grid is a source: `regime-rule`, in the bound's pool, plays its
+regime winners."""
 
 REGENERATE = "nice -n 10 uv run --no-sync python scripts/reference_table.py -j 2"
 """The command that rebuilds the table (told in every message about a stale table)."""
@@ -111,6 +111,18 @@ def _code(path: Path) -> str:
 def source_files() -> list[Path]:
     files = {p for pattern in SOURCES for p in ROOT.glob(pattern)}
     return sorted(files - {ROOT / name for name in NOT_SOURCES})
+
+
+@lru_cache(maxsize=1)
+def episode_digest() -> str:
+    """sha256 (16 hex digits) of the code of every file in `SOURCES`, the planners' of
+    `NOT_SOURCES` included: the code any `validate` episode depends on (its resumable store)."""
+    files = {p for pattern in SOURCES for p in ROOT.glob(pattern)}
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
+        digest.update(_code(path).encode() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 @lru_cache(maxsize=1)

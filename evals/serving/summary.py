@@ -21,7 +21,8 @@ _TOOLS = tuple(tool for tool in ACTIONS.targeted if tool.counter in TOOL_COUNTER
 """The tools that take a sequence and whose calls the record counts: a column each."""
 
 # The columns of the results tables: (header, where the value lives, key). `kvarena eval`
-# shows DEFAULT_COLUMNS; `--wide` shows them all.
+# shows DEFAULT_COLUMNS, in order of priority (the first always, the others as the terminal's
+# width allows); `--wide` shows them all.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("reward", "", "reward"),
     ("failures", "metrics", "failures"),

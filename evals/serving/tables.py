@@ -1,24 +1,72 @@
 """The terminal tables of `kvarena eval`: one per scenario, an agent per row, best first.
 
-By default a table fits 100 columns: the normalized score, reward ± 95% CI, failures and tool
-calls per turn. `--wide` adds the gap to the bound, the pressure steps, the calls by kind and
-every rubric component (unweighted), as wide as that takes.
+By default a table fits the terminal: the agent, its episodes, the normalized score and reward
+± 95% CI always, then failures and tool calls per turn as the width allows (`DEFAULT_COLUMNS`,
+in order of priority). `--wide` adds the gap to the bound, the pressure steps, the calls by kind
+and every rubric component (unweighted), as wide as that takes; a column added to `COLUMNS`
+joins `--wide`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rich.console import Console
-from rich.table import Table
-
 from kv_cache_env.policies import REFERENCE
 
-from ..common.console import out_console
+from ..common.columns import Column, Fitted, fit_table
 from .normalize import FLOOR, MIN_RANGE, Normalized
 from .summary import COLUMNS, DEFAULT_COLUMNS, Row
 
 NORM = "norm = (agent - noop) / (bound - noop) on paired seeds: 0 does nothing, 1 is the bound"
+
+
+def scenario_tables(
+    rows: list[Row],
+    normalized: Mapping[tuple[str, str], Normalized],
+    *,
+    wide: bool = False,
+    reference: Mapping[str, str] | None = None,
+    width: int | None = None,
+) -> list[Fitted]:
+    """One table per scenario, best reward first (agents with no ok episode last), fitted to
+    `width` (`columns.fit_table`: `DEFAULT_COLUMNS` in their order of priority, the first
+    always kept); with `wide`, every column. `reference`: scenario -> where its noop and bound
+    came from, when not from this run."""
+    headers = [h for h, _, _ in COLUMNS] if wide else list(DEFAULT_COLUMNS)
+    columns = [Column("agent", justify="left"), Column("n"), Column("norm")]
+    if wide:
+        columns.append(Column("bound-agent"))
+    columns += [
+        Column(header, drop=DEFAULT_COLUMNS.index(header) if header in DEFAULT_COLUMNS else 99)
+        for header in headers
+    ]
+    tables = []
+    for scenario in dict.fromkeys(r.scenario for r in rows):
+        mine = [r for r in rows if r.scenario == scenario]
+        cells = []
+        for row in sorted(
+            mine, key=lambda r: -r.values["reward"][0] if r.episodes > r.failed else 1e9
+        ):
+            n = f"{row.episodes - row.failed}" + (f" ({row.failed} failed)" if row.failed else "")
+            figures = normalized.get((scenario, row.agent))
+            norm = "-" if figures is None or figures.score is None else f"{figures.score:.2f}"
+            line = [row.agent, n, norm]
+            if wide:
+                gap = figures.to_bound if figures is not None else None
+                line.append("-" if gap is None else f"{gap[0]:+.3f}±{gap[1]:.3f}")
+            line += [_cell(header, *row.values[header]) for header in headers]
+            cells.append(line)
+        tables.append(
+            fit_table(
+                columns,
+                cells,
+                title=f"{scenario}: mean ± 95% CI over episodes",
+                caption=_caption(scenario, mine, normalized, reference or {}),
+                wide=wide,
+                width=width,
+            )
+        )
+    return tables
 
 
 def print_tables(
@@ -28,38 +76,10 @@ def print_tables(
     wide: bool = False,
     reference: Mapping[str, str] | None = None,
 ) -> None:
-    """One table per scenario, best reward first (agents with no ok episode last).
-    `reference`: scenario -> where its noop and bound came from, when not from this run."""
-    headers = [h for h, _, _ in COLUMNS] if wide else list(DEFAULT_COLUMNS)
-    printer = Console(width=max(out_console.width, 400)) if wide else out_console
-    for scenario in dict.fromkeys(r.scenario for r in rows):
-        mine = [r for r in rows if r.scenario == scenario]
-        table = Table(
-            title=f"{scenario}: mean ± 95% CI over episodes",
-            title_justify="left",
-            caption=_caption(scenario, mine, normalized, reference or {}),
-            caption_justify="left",
-        )
-        table.add_column("agent", no_wrap=True)
-        table.add_column("n", justify="right")
-        table.add_column("norm", justify="right")
-        if wide:
-            table.add_column("bound-agent", justify="right")
-        for header in headers:
-            table.add_column(header, justify="right")
-        for row in sorted(
-            mine, key=lambda r: -r.values["reward"][0] if r.episodes > r.failed else 1e9
-        ):
-            n = f"{row.episodes - row.failed}" + (f" ({row.failed} failed)" if row.failed else "")
-            figures = normalized.get((scenario, row.agent))
-            norm = "-" if figures is None or figures.score is None else f"{figures.score:.2f}"
-            cells = [row.agent, n, norm]
-            if wide:
-                gap = figures.to_bound if figures is not None else None
-                cells.append("-" if gap is None else f"{gap[0]:+.3f}±{gap[1]:.3f}")
-            cells += [_cell(header, *row.values[header]) for header in headers]
-            table.add_row(*cells)
-        printer.print(table)
+    """`scenario_tables`, printed; the columns left out are named once, after the last."""
+    tables = scenario_tables(rows, normalized, wide=wide, reference=reference)
+    for i, fitted in enumerate(tables):
+        fitted.print(note=i == len(tables) - 1)
 
 
 def _caption(

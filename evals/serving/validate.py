@@ -1,5 +1,5 @@
 """`kvarena validate`: the checks a benchmark maintainer runs before trusting a leaderboard
-(serving suite v3).
+(serving suite v4).
 
 Figures are normalized per scenario on paired seeds: (agent - noop) / (bound - noop), where
 `bound` is the clairvoyant reference (1.0) and `expert` the honest planner (it sees only the
@@ -7,28 +7,34 @@ observation and the signal table). Every scenario but `easy` (a sanity tier) cou
 
 1. The grid of fixed rules (`rule_grid`) is screened on tuning seeds (900000+, never the proof
    block): every one-liner, then every pair of the best one-liners per tool with different
-   tools in both orders; the best `top` per scenario and on average go to the proof block with
-   the registered rules and the two quoted ones.
-2. On the proof block (520000+; a CI-size run plays 800000+ instead): every scenario has a
-   range (bound - noop >= 0.10, paired CI's lower end >= 0.05); the expert (on the block's
-   first `expert` seeds) is the ceiling for honest play (no fixed rule beats it by more than
-   0.02 of the range, paired); adaptivity pays (at
-   least three different winning rules, and no single rule averages within 0.15 of the
-   expert); every fixed rule of at most two lines stays <= 0.70 of the range on average and
-   <= 0.85 on every scenario; the stretch aim (expert - best rule >= 0.15 on two scenarios, with
-   the per-term split, and a planner told the true pause lengths) is reported.
-3. Each tool matters: the bound with it masked loses >= 0.10 of the range on some scenario, and
-   so does the expert with it masked there; a last-turn dump on the bound's trajectory gains
-   <= 0 on average; no registered policy beats the bound on the mean, nor any fixed rule taken
-   to the proof block (the grid's are not registered); `learned`, `vllm-default`
-   and the classic orders are reported with paired CIs against noop and the expert;
-   determinism, the shipped reference table, and each tool's effect on running and paused
-   sequences.
+   tools in both orders; the best `top` per scenario and on average, and the best `top` blind
+   ones per scenario, go to the proof block with the registered rules and the two quoted ones.
+2. On the proof block (`PROOF_START`; a CI-size run plays 800000+ instead), the gates: every
+   scenario has a range (bound - noop >= 0.10, paired CI's lower end >= 0.05); the expert (on
+   the block's first `expert` seeds) is the ceiling for honest play (no fixed rule, the anchor
+   `regime-rule` included, beats it by more than 0.02 of the range with the paired CI's lower
+   end above 0); *blind* rules (`Policy.reads_sessions` False: every sequence alike, or gated
+   by the header alone) stay <= 0.5 of the range on each named regime (`NAMED`); at least
+   three different fixed rules win the counted scenarios. In this problem good judgment is a
+   short rule that reads the right signal, so a rule near the expert is no failure: the best
+   rule's figures are reported (the gates of suite v3 — every rule of at most two lines <= 0.70
+   on average and <= 0.85 per scenario, no single rule within 0.15 of the expert — with them),
+   and a counted scenario whose best fixed rule reaches 0.9 of the range is labelled
+   rule-solvable, with that rule. The stretch aim (expert - best rule >= 0.15 on two scenarios,
+   with the per-term split, and a planner told the true pause lengths) is reported.
+3. Each tool matters: the bound with it masked loses >= 0.10 of the range on some scenario (the
+   expert's loss with it masked there is reported); a last-turn dump on the bound's trajectory
+   gains <= 0 on average; no registered policy beats the bound on the mean, nor any fixed rule
+   taken to the proof block (the grid's are not registered); `learned`, `vllm-default` and the
+   classic orders are reported with paired CIs against noop and the expert; determinism, the
+   shipped reference table, and each tool's effect on running and paused sequences.
+
+With a `JobStore` (`--out DIR`), every finished episode is kept on disk as it comes, and
+`--resume` continues a stopped run without playing them again (`validate_store`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -59,21 +65,27 @@ from rubrics import DEFAULT_WEIGHTS
 
 from ..common.checks import Check
 from ..common.stats import mean_ci
+from .labels import Label, write_labels
 from .validate_jobs import Job, run_job, run_jobs
-from .validate_results import Results
+from .validate_results import Results, record_digest
+from .validate_store import JobStore
 
-PROOF_START = 520_000
-"""The proof block. Suite v3's engine and scenarios were redesigned after runs on the first
-block (500000-500099, touched by two runs whose results shaped the redesign), so its proof
-starts on a fresh block that no tuning run has touched; the second block (510000-510039)
-was spent by one proof run of the redesigned suite before the expert's pool grew, so the
-proof moved on again (520000+)."""
+PROOF_START = 650_000
+"""The proof block. Each suite version proves on a block no run has touched before it: v3's
+engine and scenarios were redesigned after runs on 500000+, whose second block (510000+) one
+proof run spent before the expert's pool grew, so v3 proved on 520000+; the blocks 600000+
+and 610000+ were spent by honesty measurements and an outside attack of v3. Suite v4 (the
+scenario's name shown to every agent, the `regime-rule` anchor, the final gates) proves on
+650000+."""
 CI_START = 800_000
 """The block a CI-size run (`Sizes.ci`, the test suite) plays instead, so that test runs never
 touch the proof block."""
 TUNING_START = 900_000
 SANITY = ("easy",)
 SCORED = tuple(s for s in SUITE if s not in SANITY)
+NAMED = ("agent-tools", "agent-remote", "chat-human", "big-cpu", "slow-prefill", "flash-crowd")
+"""The named regimes: each is won by reading a per-session signal, so a blind rule must not
+come close there (`blind_check`)."""
 TOOLS = grid_tools()
 """The tools each ablation masks: the action table's that take a sequence (the grid's)."""
 V2_RULES = (
@@ -88,8 +100,14 @@ PLANNERS = frozenset({"bound", "expert", "lookahead", "random"})
 MIN_RANGE, MIN_RANGE_LOW = 0.10, 0.05
 CEILING_SLACK = 0.02
 WINNERS = 3
+BLIND_LIMIT = 0.5
+RULE_SOLVABLE = 0.9
+"""A counted scenario whose best fixed rule reaches this share of the range is labelled
+rule-solvable (as `easy` is the sanity tier)."""
 SINGLE_RULE_GAP = 0.15
 RULE_AVERAGE, RULE_ANY = 0.70, 0.85
+"""Retired as gates, reported: in this problem good judgment is a short rule that reads the right
+signal, so rules near the expert are expected where one signal decides."""
 ABLATION_COST = 0.10
 STRETCH_GAP, STRETCH_SCENARIOS = 0.15, 2
 DETERMINISM_JOBS = (("lru", "hard"), ("swap-paused", "chat-human"))
@@ -175,7 +193,9 @@ class Screen:
     two_liners: int
 
 
-def screen_grid(sizes: Sizes, workers: int, tick: Callable[[], None]) -> Screen:
+def screen_grid(
+    sizes: Sizes, workers: int, tick: Callable[[], None], store: JobStore | None = None
+) -> Screen:
     """Play the grid on tuning seeds and keep its best rules (module doc, 1)."""
     seeds = sizes.tuning
     ones = one_liners(conditions(field_values(_tuning_observations(seeds))))
@@ -183,7 +203,7 @@ def screen_grid(sizes: Sizes, workers: int, tick: Callable[[], None]) -> Screen:
         ones = ones[:: max(1, len(ones) // sizes.grid_limit)][: sizes.grid_limit]
     base = [Job(a, sc, s, kind=a) for a in ("bound",) for sc in SCORED for s in seeds]
     base += [Job("noop", sc, s) for sc in SCORED for s in seeds]
-    results = run_jobs(base + _rule_jobs(ones, seeds), workers, tick)
+    results = run_jobs(base + _rule_jobs(ones, seeds), workers, tick, store)
     scores = _screen_scores(results, ones, seeds)
     best: dict[str, list[OneLiner]] = {}
     for tool in TOOLS:
@@ -191,7 +211,7 @@ def screen_grid(sizes: Sizes, workers: int, tick: Callable[[], None]) -> Screen:
         mine.sort(key=lambda r: -float(np.mean(list(scores[r.name].values()))))
         best[tool] = mine[: sizes.pairs]
     twos = two_liners(best)
-    results.update(run_jobs(_rule_jobs(twos, seeds), workers, tick))
+    results.update(run_jobs(_rule_jobs(twos, seeds), workers, tick, store))
     rules: list[Policy] = [*ones, *twos]
     scores |= _screen_scores(results, twos, seeds)
     chosen: dict[str, Policy] = {}
@@ -199,9 +219,12 @@ def screen_grid(sizes: Sizes, workers: int, tick: Callable[[], None]) -> Screen:
     ranked = sorted(scores, key=lambda n: -float(np.mean(list(scores[n].values()))))
     for name in ranked[: sizes.top]:
         chosen[name] = by_name[name]
+    blind = [n for n in ranked if not by_name[n].reads_sessions]
     for scenario in SCORED:
         for name in sorted(scores, key=lambda n: -scores[n][scenario])[: sizes.top]:
             chosen[name] = by_name[name]
+        for name in sorted(blind, key=lambda n: -scores[n][scenario])[: sizes.top]:
+            chosen[name] = by_name[name]  # the strongest blind rules, for `blind_check`
     detail = (
         f"{len(ones)} one-liners and {len(twos)} two-liners on {len(seeds)} tuning seeds x "
         f"{len(SCORED)} scenarios; best on average: {ranked[0]} "
@@ -244,9 +267,23 @@ def _screen_scores(
 
 
 # --- the proof block ---------------------------------------------------------------------------
+ANCHOR = "regime-rule"
+"""The registered anchor that plays, per scenario, the fixed rule best there on tuning seeds."""
+
+
 def rule_agents(screen: Screen) -> list[str]:
-    """Every fixed rule the criteria apply to: suite v2's set, the quoted two, the grid's best."""
-    return list(dict.fromkeys([*V2_RULES, *(r.name for r in quoted_rules()), *screen.rules]))
+    """Every fixed rule the criteria apply to: suite v2's set, the quoted two, the grid's best,
+    and the anchor `regime-rule` (in each scenario, one fixed rule)."""
+    quoted = (r.name for r in quoted_rules())
+    return list(dict.fromkeys([*V2_RULES, *quoted, *screen.rules, ANCHOR]))
+
+
+def blind_agents(screen: Screen) -> list[str]:
+    """The blind rules played on the proof block: the registered ones and the grid's strongest
+    (`Policy.reads_sessions` is False: every sequence alike, or gated by the header alone)."""
+    registered = [a for a in available() if a not in PLANNERS and not create(a).reads_sessions]
+    grid = [name for name, rule in screen.rules.items() if not rule.reads_sessions]
+    return list(dict.fromkeys([*registered, *grid]))
 
 
 def proof_jobs(sizes: Sizes, screen: Screen) -> list[Job]:
@@ -267,25 +304,37 @@ def proof_jobs(sizes: Sizes, screen: Screen) -> list[Job]:
 
 
 def run_validation(
-    sizes: Sizes | None = None, workers: int = 1, tick: Callable[[], None] = lambda: None
+    sizes: Sizes | None = None,
+    workers: int = 1,
+    tick: Callable[[], None] = lambda: None,
+    store: JobStore | None = None,
 ) -> list[Check]:
+    """Every check (module doc); with a `store`, finished episodes are kept on disk as they come
+    and those it already holds are not played again (`--resume`)."""
     sizes = sizes or Sizes()
-    screen = screen_grid(sizes, workers, tick)
-    results = run_jobs(proof_jobs(sizes, screen), workers, tick)
+    screen = screen_grid(sizes, workers, tick, store)
+    results = run_jobs(proof_jobs(sizes, screen), workers, tick, store)
     bad = results.failures()
     if bad:
         return [Check("episodes run", False, f"{bad[0].agent} failed: {bad[0].error}")]
     rules = rule_agents(screen)
+    blind = blind_agents(screen)
     seeds, few = sizes.proof, sizes.proof[: sizes.expert]
-    agents = list(dict.fromkeys([*rules, *(a for a in available() if a not in PLANNERS)]))
+    registered = (a for a in available() if a not in PLANNERS)
+    agents = list(dict.fromkeys([*rules, *blind, *registered]))
     tables = {sc: table(results, sc, agents, seeds) for sc in SUITE}
     experts = {sc: table(results, sc, [*agents, "expert"], few) for sc in SUITE}
     ablation = ablation_costs(results, tables, sizes.proof[: sizes.ablation])
-    results.update(run_jobs(expert_ablation_jobs(sizes, ablation), workers, tick))
+    results.update(run_jobs(expert_ablation_jobs(sizes, ablation), workers, tick, store))
     checks = [Check("the grid's screen (tuning seeds)", True, screen.detail)]
     checks.append(range_check(tables))
     checks.append(ceiling_check(results, experts, rules, few))
+    checks.append(blind_check(tables, blind))
     checks += adaptivity_checks(tables, experts, rules)
+    checks.append(labels_check(tables, rules))
+    if store is not None:
+        labels = {sc: Label(r, share) for sc, (r, share) in rule_solvable(tables, rules).items()}
+        write_labels(store.path / "labels.json", labels, sizes.proof)
     checks.append(rules_check(tables, rules))
     checks.append(stretch_check(results, experts, rules, few, sizes.proof[: sizes.told]))
     checks.append(reported_check(results, tables, few))
@@ -322,40 +371,59 @@ def _best(t: Table, agents: Iterable[str]) -> str:
     return max(agents, key=lambda a: t.normalized[a])
 
 
+CEILING = (
+    f"the expert is the ceiling for honest play (no fixed rule beats it by > {CEILING_SLACK} "
+    "of the range with the paired CI's lower end above 0)"
+)
+
+
 def ceiling_check(
     results: Results, experts: dict[str, Table], rules: list[str], few: range
 ) -> Check:
-    worst = []
+    """Every fixed rule against the expert on its seeds, paired: a rule above it by more than
+    `CEILING_SLACK` of the range, with the CI's lower end above 0, fails the check."""
+    failing, parts = [], []
     for scenario in SCORED:
         t = experts[scenario]
-        best = _best(t, rules)
-        mean, half = paired(
-            results.rewards(scenario, best, few), results.rewards(scenario, "expert", few)
+        width = max(t.range, 1e-9)
+        expert = results.rewards(scenario, "expert", few)
+        margins = {rule: paired(results.rewards(scenario, rule, few), expert) for rule in rules}
+        best = max(margins, key=lambda r: (margins[r][0], r))
+        mean, half = margins[best]
+        failing += [
+            f"{scenario} {r}"
+            for r, (m, h) in margins.items()
+            if m / width > CEILING_SLACK and m > h
+        ]
+        parts.append(
+            f"{scenario}: expert {t.normalized['expert']:.2f}, best rule {t.normalized[best]:.2f} "
+            f"({best}), rule - expert {mean / width:+.2f}±{half / width:.2f}"
         )
-        worst.append(
-            (mean / t.range if t.range > 0 else 0.0, half / max(t.range, 1e-9), scenario, best, t)
-        )
-    failing = [w for w in worst if w[0] > CEILING_SLACK]
-    detail = "; ".join(
-        f"{sc}: expert {t.normalized['expert']:.2f}, best rule {t.normalized[b]:.2f} ({b}), "
-        f"rule - expert {m:+.2f}±{h:.2f}"
-        for m, h, sc, b, t in worst
-    )
-    return Check(
-        f"the expert is the ceiling for honest play (no rule beats it by > {CEILING_SLACK} of "
-        f"the range; {len(few)} paired seeds)",
-        not failing,
-        detail,
-    )
+    beaten = f"; beaten: {', '.join(failing)}" if failing else ""
+    return Check(f"{CEILING} ({len(few)} paired seeds)", not failing, "; ".join(parts) + beaten)
+
+
+BLIND = (
+    f"blind rules (no per-session signal) stay <= {BLIND_LIMIT} of the range on each named regime"
+)
+
+
+def blind_check(tables: dict[str, Table], blind: list[str]) -> Check:
+    """The best blind rule on each named regime stays at or below `BLIND_LIMIT`."""
+    best = {sc: _best(tables[sc], blind) for sc in NAMED}
+    over = [sc for sc, rule in best.items() if tables[sc].normalized[rule] > BLIND_LIMIT]
+    detail = "; ".join(f"{sc} {tables[sc].normalized[r]:.2f} ({r})" for sc, r in best.items())
+    return Check(f"{BLIND} ({len(blind)} rules)", not over, detail)
 
 
 def adaptivity_checks(
     tables: dict[str, Table], experts: dict[str, Table], rules: list[str]
 ) -> list[Check]:
-    winners = {sc: _best(tables[sc], rules) for sc in SCORED}
+    fixed = [r for r in rules if r != ANCHOR]  # the anchor is one of them per scenario
+    winners = {sc: _best(tables[sc], fixed) for sc in SCORED}
     distinct = sorted(set(winners.values()))
     expert_mean = float(np.mean([experts[sc].normalized["expert"] for sc in SCORED]))
-    averages = {r: float(np.mean([experts[sc].normalized[r] for sc in SCORED])) for r in rules}
+    averages = {r: float(np.mean([experts[sc].normalized[r] for sc in SCORED])) for r in fixed}
     single = max(averages, key=lambda r: averages[r])
     return [
         Check(
@@ -364,26 +432,48 @@ def adaptivity_checks(
             f"{len(distinct)} winners: " + "; ".join(f"{sc} {w}" for sc, w in winners.items()),
         ),
         Check(
-            f"no single fixed rule averages within {SINGLE_RULE_GAP} of the expert",
-            averages[single] <= expert_mean - SINGLE_RULE_GAP,
+            f"reported: the best single fixed rule's average vs the expert's (a gate of "
+            f">= {SINGLE_RULE_GAP} below it until suite v4)",
+            True,
             f"expert {expert_mean:.2f}, best single rule {averages[single]:.2f} ({single}) on "
-            "the expert's seeds",
+            f"the expert's seeds; gap {expert_mean - averages[single]:+.2f}",
         ),
     ]
 
 
+LABELS = f"labels: rule-solvable scenarios (best fixed rule >= {RULE_SOLVABLE} of the range)"
+
+
+def rule_solvable(tables: dict[str, Table], rules: list[str]) -> dict[str, tuple[str, float]]:
+    """Counted scenario -> (its best fixed rule, that rule's share of the range), for those whose
+    best fixed rule reaches `RULE_SOLVABLE`."""
+    fixed = [r for r in rules if r != ANCHOR]
+    out = {}
+    for scenario in SCORED:
+        best = _best(tables[scenario], fixed)
+        if tables[scenario].normalized[best] >= RULE_SOLVABLE:
+            out[scenario] = (best, tables[scenario].normalized[best])
+    return out
+
+
+def labels_check(tables: dict[str, Table], rules: list[str]) -> Check:
+    labels = rule_solvable(tables, rules)
+    detail = "; ".join(f"{sc}: {rule} ({share:.2f})" for sc, (rule, share) in labels.items())
+    return Check(LABELS, True, detail or "none")
+
+
 def rules_check(tables: dict[str, Table], rules: list[str]) -> Check:
-    averages = {r: float(np.mean([tables[sc].normalized[r] for sc in SCORED])) for r in rules}
+    fixed = [r for r in rules if r != ANCHOR]
+    averages = {r: float(np.mean([tables[sc].normalized[r] for sc in SCORED])) for r in fixed}
     top = max(averages, key=lambda r: averages[r])
-    highs = {sc: _best(tables[sc], rules) for sc in SCORED}
-    over = [sc for sc, r in highs.items() if tables[sc].normalized[r] > RULE_ANY]
+    highs = {sc: _best(tables[sc], fixed) for sc in SCORED}
     detail = f"best average {averages[top]:.2f} ({top}); per scenario: " + "; ".join(
         f"{sc} {tables[sc].normalized[r]:.2f} ({r})" for sc, r in highs.items()
     )
     return Check(
-        f"every fixed rule of at most two lines <= {RULE_AVERAGE} on average and <= {RULE_ANY} "
-        f"on every scenario ({len(rules)} rules)",
-        averages[top] <= RULE_AVERAGE and not over,
+        f"reported: the best fixed rule of at most two lines, on average and per scenario (a gate "
+        f"of <= {RULE_AVERAGE} and <= {RULE_ANY} until suite v4; {len(fixed)} rules)",
+        True,
         detail,
     )
 
@@ -504,16 +594,17 @@ def ablation_check(
             results.rewards(scenario, f"expert-no-{tool}", seeds),
         )
         expert_cost = loss / width if width > 0 else 0.0
-        passed &= per.get(scenario, 0.0) >= ABLATION_COST and expert_cost >= ABLATION_COST
+        passed &= per.get(scenario, 0.0) >= ABLATION_COST
         parts.append(
             f"without {tool}: bound max {per.get(scenario, 0.0):.2f} on {scenario}, expert "
-            f"{expert_cost:.2f}±{half / max(width, 1e-9):.2f} there ("
+            f"{expert_cost:.2f}±{half / max(width, 1e-9):.2f} there (reported) ("
             + ", ".join(f"{sc} {c:.2f}" for sc, c in per.items())
             + ")"
         )
     return Check(
-        f"each tool matters: the bound and the expert lose >= {ABLATION_COST} of the range "
-        f"without it ({sizes.ablation} and {sizes.expert_ablation} seeds)",
+        f"each tool matters: the bound loses >= {ABLATION_COST} of the range without it on some "
+        f"scenario ({sizes.ablation} seeds; the expert's loss there reported, "
+        f"{sizes.expert_ablation} seeds)",
         passed,
         "; ".join(parts),
     )
@@ -622,12 +713,9 @@ def reference_table_check(seeds: Iterable[int] = (0,)) -> Check:
                 if stored is None:
                     continue
                 kind = "bound" if agent == "bound" else "policy"
-                record = run_job(Job(agent, scenario, seed, kind=kind)).record
-                computed = record.to_dict() if record is not None else None
+                computed = run_job(Job(agent, scenario, seed, kind=kind)).record_digest
                 compared += 1
-                different += json.dumps(stored, sort_keys=True) != json.dumps(
-                    computed, sort_keys=True
-                )
+                different += record_digest(stored) != computed
     detail = f"{compared} records compared, {different} differ; {status()}"
     return Check(REFERENCE_TABLE_CHECK, compared > 0 and different == 0, detail)
 

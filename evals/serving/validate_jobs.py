@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.policies import BoundPolicy, Policy, create, decide
@@ -25,6 +27,9 @@ from rubrics import score
 
 from ..common.processes import worker_pool
 from .validate_results import WEIGHTS, EpisodeResult, Results
+
+if TYPE_CHECKING:
+    from .validate_store import JobStore
 
 
 @dataclass(frozen=True)
@@ -105,19 +110,39 @@ def with_dump(sim: Simulator, actions: list) -> float:
     return score(copy.record(), WEIGHTS).reward
 
 
-def run_jobs(jobs: Iterable[Job], workers: int, tick: Callable[[], None] = lambda: None) -> Results:
-    """Every job's result; the slow planners first, so the pool never ends on one."""
+def run_jobs(
+    jobs: Iterable[Job],
+    workers: int,
+    tick: Callable[[], None] = lambda: None,
+    store: JobStore | None = None,
+) -> Results:
+    """Every job's result; the slow planners first, so the pool never ends on one. With a
+    `store`, jobs it holds are not played again and each finished one is added to it."""
     ordered = sorted(jobs, key=lambda j: j.kind == "policy")
     out = Results()
-    if workers <= 1:
-        for job in ordered:
-            out.add(run_job(job))
+    todo = []
+    for job in ordered:
+        kept = store.get((job.kind, job.agent, job.scenario, job.seed)) if store else None
+        if kept is None:
+            todo.append(job)
+        else:
+            out.add(kept)
             tick()
+
+    def finished(job: Job, result: EpisodeResult) -> None:
+        out.add(result)
+        if store is not None:
+            store.add(job.kind, result)
+        tick()
+
+    if workers <= 1:
+        for job in todo:
+            finished(job, run_job(job))
         return out
     with worker_pool(workers) as pool:
-        for result in pool.map(run_job, ordered, chunksize=1):
-            out.add(result)
-            tick()
+        futures = {pool.submit(run_job, job): job for job in todo}
+        for future in as_completed(futures):
+            finished(futures[future], future.result())
     return out
 
 

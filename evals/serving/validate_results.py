@@ -3,15 +3,18 @@ run's episodes by (scenario, agent, seed) (`Results`).
 
 An episode's result is what the checks use of it, typed: the reward, the seven rubric
 components, the metrics, the CPU seconds the agent took, the bound's reward with a last-turn
-dump, the planner's play-outs, and the episode record (the reference table and the determinism
-check compare it). A crashed agent's episode is a result with its error and no reward, never
-lost; asking for its reward names it. Both types pickle (the worker pool sends them back).
+dump, the planner's play-outs, and a digest of the episode record (the reference table and the
+determinism check compare it). A crashed agent's episode is a result with its error and no
+reward, never lost; asking for its reward names it. Both types pickle (the worker pool sends
+them back).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from kv_cache_env.sim import EpisodeRecord
 from rubrics import DEFAULT_WEIGHTS, episode_metrics, score
@@ -20,6 +23,12 @@ from ..common.results import dumps
 
 WEIGHTS = DEFAULT_WEIGHTS
 """`validate`'s weights, its planners' and its scores': always the suite's (no `--weights`)."""
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """sha256 of an episode record's canonical JSON (`EpisodeRecord.to_dict()`)."""
+    return hashlib.sha256(dumps(record).encode()).hexdigest()
+
 
 Key = tuple[str, str, int]
 """(scenario, agent, seed)."""
@@ -39,7 +48,9 @@ class EpisodeResult:
     """The seven rubric components by name (empty when the agent crashed)."""
     metrics: Mapping[str, float | int] = field(default_factory=dict)
     """`rubrics.METRIC_NAMES` by name (empty when the agent crashed)."""
-    record: EpisodeRecord | None = None
+    record_digest: str | None = None
+    """sha256 of the episode record's canonical JSON (`record_digest`); None when it crashed.
+    The record itself is not kept: a run holds ~100,000 episodes, and its store one line each."""
     seconds: float = 0.0
     """CPU seconds the agent and the simulator took (the only field a rerun may change)."""
     dump_reward: float | None = None
@@ -69,7 +80,7 @@ class EpisodeResult:
             scored.reward,
             scored.components,
             episode_metrics(record),
-            record,
+            record_digest(record.to_dict()),
             seconds,
             dump_reward,
             plays,
@@ -87,13 +98,25 @@ class EpisodeResult:
     def ok(self) -> bool:
         return self.error is None
 
+    def to_dict(self) -> dict[str, object]:
+        """Every field, as JSON values (a line of validate's store; `from_dict` reads it)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["components"] = dict(self.components)
+        data["metrics"] = dict(self.metrics)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
+        names = {f.name for f in fields(cls)}
+        if set(data) != names:
+            raise ValueError(f"an episode result has the fields {sorted(names)}")
+        return cls(**data)
+
     def fingerprint(self) -> str:
         """Every field but the CPU seconds as one canonical JSON line: equal for reruns of a
         deterministic episode, byte for byte."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seconds"}
-        data["components"] = dict(self.components)
-        data["metrics"] = dict(self.metrics)
-        data["record"] = self.record.to_dict() if self.record is not None else None
+        data = self.to_dict()
+        del data["seconds"]
         return dumps(data)
 
 
@@ -143,4 +166,4 @@ class Results:
         return [self.by_key[scenario, agent, s].metrics[name] for s in seeds]
 
 
-__all__ = ["EpisodeResult", "Key", "Results"]
+__all__ = ["EpisodeResult", "Key", "Results", "record_digest"]

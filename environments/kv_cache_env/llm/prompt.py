@@ -44,8 +44,9 @@ schedule, offloaded ones load back, discarded ones recompute, until every reques
 or failed by its own deadline. What you leave behind counts.
 
 Observation format:
-  header: turn t/T | block size | step length, prefill tokens per step | gpu used/capacity \
-blocks, usage %, cached (reusable prefix blocks, free to reclaim), free | cpu offload \
+  header: turn t/T | scenario (the name of this workload and hardware regime; its parameters \
+are published) | block size | step length, prefill tokens per step | gpu used/capacity blocks, \
+usage %, cached (reusable prefix blocks, free to reclaim), free | cpu offload \
 used/capacity | host link blocks per step and blocks queued on it (none: no limit) | requests \
 that arrived over the last few steps | queue: waiting requests, oldest wait (steps) / limit, \
 blocks the head needs, blocks the whole queue needs, how many were preempted

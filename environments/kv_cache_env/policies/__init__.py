@@ -20,6 +20,7 @@ from .expert import ExpertPolicy
 from .heuristics import GRID_RULES, HEURISTICS, SESSION_RULES, SINGLE_ACTION
 from .learned import LearnedPolicy
 from .lookahead import BASE_HEURISTICS, LookaheadPolicy
+from .regime_rule import RegimeRulePolicy
 from .session_rules import MinWastePolicy
 
 _REGISTRY: dict[str, Callable[[], Policy]] = {}
@@ -68,6 +69,7 @@ for _cls in (
     *HEURISTICS,
     *SESSION_RULES,
     MinWastePolicy,
+    RegimeRulePolicy,
     LearnedPolicy,
     BoundPolicy,
     ExpertPolicy,
@@ -82,6 +84,9 @@ for _make in BASE_HEURISTICS:  # lookahead's own variants (e.g. priority@0.8), f
 
 REFERENCE = BoundPolicy.name
 """The leaderboard's reference (normalized scores run from noop to it)."""
+ANCHORS: tuple[str, ...] = ("vllm-default", RegimeRulePolicy.name)
+"""The leaderboard's anchor rows, each agent compared with them on paired seeds: "does it beat
+what vLLM does?" and "does it beat the best fixed rule for the regime?"."""
 NOT_IN_POOL = frozenset({"random", "bound", "lookahead", "expert"})
 
 
@@ -92,12 +97,19 @@ def bound_pool() -> list[Callable[[], Policy]]:
     return [make for name, make in _REGISTRY.items() if name not in NOT_IN_POOL]
 
 
-BUILTIN: tuple[str, ...] = tuple(
-    c.name for c in (*HEURISTICS, *SESSION_RULES, MinWastePolicy, LearnedPolicy, BoundPolicy)
+_DEFAULT_SET = (
+    *HEURISTICS,
+    *SESSION_RULES,
+    MinWastePolicy,
+    RegimeRulePolicy,
+    LearnedPolicy,
+    BoundPolicy,
 )
+BUILTIN: tuple[str, ...] = tuple(c.name for c in _DEFAULT_SET)
 """The policies `kvarena eval` runs by default (the single-action strategies are for checks)."""
 
 __all__ = [
+    "ANCHORS",
     "BASE_HEURISTICS",
     "BUILTIN",
     "REFERENCE",

@@ -29,6 +29,10 @@ class Policy(ABC):
     keeps_state: ClassVar[bool] = False
     """Whether `act` depends on more than this turn's observation (what it saw on earlier turns,
     its own random draws): the bound reuses only stateless policies' play-outs."""
+    reads_sessions: ClassVar[bool] = True
+    """Whether what it does depends on any one sequence's own signals (its phase, pause,
+    priority, size, ...); False for a *blind* rule, which treats every sequence alike or
+    gates on the header's numbers alone (validate holds the named regimes against these)."""
     optimises: ClassVar[bool] = False
     """Whether it searches by the rubric's reward (the planners): it is then built with the
     weights it will be scored under (`weights=`; `create(name, weights)` passes the run's)."""

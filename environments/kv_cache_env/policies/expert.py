@@ -47,6 +47,7 @@ from .heuristics import (
     SwapPausedPolicy,
     VllmDefaultPolicy,
 )
+from .rule_grid import REGIME_WINNERS, grid_rule
 from .session_rules import MinWastePolicy, min_waste_actions
 from .worlds import sample_world
 
@@ -72,35 +73,6 @@ EXPERT_MACROS: tuple[tuple[str, Macro], ...] = (
     *((f"min-waste:{w:g}", _min_waste(w)) for w in WASTE_WEIGHTS),
 )
 
-Line = tuple[str, str, str, float | str]
-"""One line of a grid rule: (tool, field, operator, value), as `rule_grid.Condition` reads it."""
-
-GRID_RULES: tuple[tuple[Line, Line], ...] = (
-    (("swap", "phase", "=", "idle"), ("compress", "pause", "=", "-")),
-    (("evict", "expected_left", ">=", 5.0), ("compress", "pause", "=", "-")),
-    (("compress", "free", "<=", 390.75), ("swap", "phase", "=", "idle")),
-    (("compress", "free", "<=", 390.75), ("evict", "phase", "=", "idle")),
-    (("evict", "oldest", ">=", 5.0), ("swap", "phase", "=", "idle")),
-    (("swap", "phase", "=", "idle"), ("compress", "eviction_score", "<=", 0.39)),
-    (("evict", "phase", "=", "idle"), ("compress", "max", "<=", 2048.0)),
-)
-"""Two-liners of the rule grid that won a regime on tuning seeds (validate's screens on
-900000+, the maps on 700000+): the brief's two quoted rules (offload the idle, or discard what is
-expected away 5 steps or more; compress the running), and the grid's winners on agent-tools,
-medium, hard and slow-prefill. The expert knows them as it knows the named rules: rules worth
-trying, which it plays out on its sampled futures like any other."""
-
-
-def _grid_rule(first: Line, second: Line) -> Callable[[], Policy]:
-    def make() -> Policy:
-        from .rule_grid import Condition, OneLiner, TwoLiner  # the grid imports base
-
-        one, two = (OneLiner(tool, Condition(f, op, v)) for tool, f, op, v in (first, second))  # type: ignore[arg-type]
-        return TwoLiner(one, two)
-
-    return make
-
-
 POOL: tuple[Callable[[], Policy], ...] = (
     NoopPolicy,
     VllmDefaultPolicy,
@@ -113,7 +85,7 @@ POOL: tuple[Callable[[], Policy], ...] = (
     PurgeWhenFullPolicy,
     SwapPausedPolicy,
     DiscardPausedPolicy,
-    *(_grid_rule(a, b) for a, b in GRID_RULES),
+    *(grid_rule(a, b) for a, b in REGIME_WINNERS),
 )
 """Stateless rules it may adopt as its incumbent (its own knowledge of good fixed rules): the
 named session rules and the grid's regime winners. With only the named ones it fell 0.25 of
@@ -224,4 +196,4 @@ def _seed(scenario: str, text: str) -> int:
     return int.from_bytes(digest, "little")
 
 
-__all__ = ["EXPERT_MACROS", "GRID_RULES", "POOL", "WORLDS", "ExpertPolicy"]
+__all__ = ["EXPERT_MACROS", "POOL", "WORLDS", "ExpertPolicy"]

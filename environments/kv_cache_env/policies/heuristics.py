@@ -47,6 +47,7 @@ class NoopPolicy(Policy):
     all that manages memory. `vllm-default` is what vLLM itself would do."""
 
     name = "noop"
+    reads_sessions = False
 
     def act(self, obs: Observation) -> list[Action]:
         return []
@@ -195,6 +196,7 @@ class EvictAllPolicy(Policy):
     """Evict every GPU-resident sequence, every turn."""
 
     name = "evict-all"
+    reads_sessions = False
 
     def act(self, obs: Observation) -> list[Action]:
         return [evict(e.seq_id) for e in obs.entries if not e.swapped]
@@ -204,6 +206,7 @@ class SwapAllPolicy(Policy):
     """Swap every GPU-resident sequence to CPU, every turn."""
 
     name = "swap-all"
+    reads_sessions = False
 
     def act(self, obs: Observation) -> list[Action]:
         return [swap(e.seq_id) for e in obs.entries if not e.swapped]
@@ -213,6 +216,7 @@ class CompressAllPolicy(Policy):
     """Compress every GPU-resident sequence one level, every turn."""
 
     name = "compress-all"
+    reads_sessions = False
 
     def act(self, obs: Observation) -> list[Action]:
         return [
@@ -280,6 +284,7 @@ class Int8EverythingPolicy(Policy):
     """Compress every GPU-resident sequence still at fp16 to int8, every turn (never to int4)."""
 
     name = "int8-everything"
+    reads_sessions = False
 
     def act(self, obs: Observation) -> list[Action]:
         return [

@@ -103,6 +103,7 @@ GLOBAL_NUMERIC: dict[str, Callable[[Observation], float]] = {
 """The header's numbers: a condition on one gates a tool for every sequence."""
 FIELDS = frozenset({*ENTRY_NUMERIC, *ENTRY_CATEGORICAL, *GLOBAL_NUMERIC})
 NOT_CONDITIONS = {
+    "scenario": "a name: a rule of the grid is the same in every scenario (`regime-rule` reads it)",
     "seq": "an id names a sequence, it says nothing about it",
     "candidates": "the candidates' scores are `eviction_score` (hints are off for rules)",
     "waiting": "each waiting request's need: their sum is `demand`, the first's `head`",
@@ -145,6 +146,7 @@ class OneLiner(Policy):
         self.tool = tool
         self.condition = condition
         self.name = f"{tool} where {condition}" if condition else f"{tool} all"  # type: ignore[misc]
+        self.reads_sessions = condition is not None and condition.field not in GLOBAL_NUMERIC  # type: ignore[misc]
 
     def act(self, obs: Observation) -> list[Action]:
         return self.act_on(obs, set())
@@ -179,6 +181,7 @@ class TwoLiner(Policy):
         assert first.tool != second.tool, "a two-liner combines two tools"
         self.first, self.second = first, second
         self.name = f"{first.name}; then {second.name}"  # type: ignore[misc]
+        self.reads_sessions = first.reads_sessions or second.reads_sessions  # type: ignore[misc]
 
     def act(self, obs: Observation) -> list[Action]:
         taken: set[str] = set()
@@ -241,14 +244,48 @@ def quoted_rules() -> list[Policy]:
     return [TwoLiner(swap_paused, compress_running), TwoLiner(discard_away, compress_running)]
 
 
+# --- the grid's regime winners -----------------------------------------------------------------
+Line = tuple[str, str, Op, float | str]
+"""One line of a grid rule: (tool, field, operator, value), as `Condition` reads it."""
+
+REGIME_WINNERS: tuple[tuple[Line, Line], ...] = (
+    (("swap", "phase", "=", "idle"), ("compress", "pause", "=", "-")),
+    (("evict", "expected_left", ">=", 5.0), ("compress", "pause", "=", "-")),
+    (("compress", "free", "<=", 390.75), ("swap", "phase", "=", "idle")),
+    (("compress", "free", "<=", 390.75), ("evict", "phase", "=", "idle")),
+    (("evict", "oldest", ">=", 5.0), ("swap", "phase", "=", "idle")),
+    (("swap", "phase", "=", "idle"), ("compress", "eviction_score", "<=", 0.39)),
+    (("evict", "phase", "=", "idle"), ("compress", "max", "<=", 2048.0)),
+)
+"""Two-liners of the rule grid that won a regime on tuning seeds (validate's screens on
+900000+, the maps on 700000+): the brief's two quoted rules (offload the idle, or discard what is
+expected away 5 steps or more; compress the running), and the grid's winners on agent-tools,
+medium, hard and slow-prefill. The `expert` knows them as it knows the named rules (rules worth
+trying, which it plays out on its sampled futures like any other), and `regime-rule` chooses
+among them."""
+
+
+def grid_rule(first: Line, second: Line) -> Callable[[], Policy]:
+    """A factory of the two-liner `first; then second`."""
+
+    def make() -> Policy:
+        one, two = (OneLiner(tool, Condition(f, op, v)) for tool, f, op, v in (first, second))
+        return TwoLiner(one, two)
+
+    return make
+
+
 __all__ = [
     "FIELDS",
     "NOT_CONDITIONS",
+    "REGIME_WINNERS",
     "Condition",
+    "Line",
     "OneLiner",
     "TwoLiner",
     "conditions",
     "field_values",
+    "grid_rule",
     "grid_tools",
     "one_liners",
     "quoted_rules",

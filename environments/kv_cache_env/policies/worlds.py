@@ -126,7 +126,9 @@ SEQUENCE: dict[str, tuple[Treatment, str]] = {
     "status": ("server", "where it is: its role"),
     "call": ("server", "which call of its session the server is serving"),
     "paused_since": ("server", "when the server saw its call end"),
-    "wait_since": ("server", "its client's wait clock (the oldest wait shows)"),
+    # its client's wait clock: set when it arrived, returned from a pause or last got a token,
+    # each of which an earlier turn showed (this turn shows the oldest wait)
+    "wait_since": ("server", "its client's wait clock (when it arrived, returned, last ran)"),
     "not_before": ("server", "when the server may readmit it"),
     "first_token_by": ("server", "the first-token deadline the server set at its return"),
     "token_step": ("server", "when the server last sent it a token"),

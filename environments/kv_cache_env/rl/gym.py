@@ -94,9 +94,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import gymnasium
 import numpy as np
-from gymnasium import spaces
+
+from . import GYM_EXTRA
+
+try:
+    import gymnasium
+    from gymnasium import spaces
+except ModuleNotFoundError as error:  # the optional extra: say how to install it
+    raise ModuleNotFoundError(GYM_EXTRA, name=error.name) from error
 
 from rubrics import Weights, episode_metrics, score
 

@@ -60,9 +60,15 @@ from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
-from gymnasium.utils import seeding
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, create_empty_array
+
+from . import GYM_EXTRA
+
+try:
+    from gymnasium.utils import seeding
+    from gymnasium.vector import AutoresetMode, VectorEnv
+    from gymnasium.vector.utils import batch_space, create_empty_array
+except ModuleNotFoundError as error:  # the optional extra: say how to install it
+    raise ModuleNotFoundError(GYM_EXTRA, name=error.name) from error
 
 from rubrics import DEFAULT_WEIGHTS, Weights, episode_metrics, score
 

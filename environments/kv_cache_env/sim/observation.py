@@ -138,6 +138,9 @@ class Observation:
     """Every sequence holding KV (a tuple, or a `Table` that behaves as one)."""
     candidates: tuple[Candidate, ...] | None
     """Pre-scored eviction candidates, best first; None when hints are off."""
+    scenario: str = "-"
+    """The scenario's name, as every agent is shown it (the regime: a scenario's published
+    parameters and signal table are public; its draws are not)."""
 
     @property
     def usage(self) -> float:
@@ -385,6 +388,7 @@ def build_observation(
         queue=queue,
         entries=entries,
         candidates=candidates,
+        scenario=engine.scenario.name,
     )
 
 

@@ -431,7 +431,7 @@ SUITE: tuple[str, ...] = (
     "flash-crowd",
 )
 """The scenarios `kvarena validate` and the default leaderboard cover (the serving suite)."""
-SUITE_VERSION = "3"
+SUITE_VERSION = "4"
 
 
 SCENARIO_ALIASES: dict[str, str] = {"seed-compatible": "medium-128"}

@@ -5,8 +5,8 @@ served behind an HTTP chat endpoint decides from the text exactly as it would in
 Format (one header line, one table, a line of waiting requests when any wait, an optional
 candidates line; the header is one line, shown wrapped here):
 
-    turn 3/15 | block 16 | step 1s prefill 8192/step | gpu 812/1024 used 79.3% cached 40
-        free 172 | cpu 0/512 | link 42/step backlog 0 | arrivals 7 in 5 steps | queue 2
+    turn 3/15 | scenario hard | block 16 | step 1s prefill 8192/step | gpu 812/1024 used 79.3%
+        cached 40 free 172 | cpu 0/512 | link 42/step backlog 0 | arrivals 7 in 5 steps | queue 2
         oldest 2/5 head 96 demand 250 preempted 1
     seq type phase prio kv tokens rate priv shared frees out max last loc xfer pause paused
         n pace left
@@ -31,7 +31,8 @@ TABLE_HEADER = (
 _COLUMNS = len(TABLE_HEADER.split())
 
 _HEADER = re.compile(
-    r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| block (?P<block_size>\d+) \| "
+    r"turn (?P<turn>-?\d+)/(?P<turns>\d+) \| scenario (?P<scenario>.+?) \| "
+    r"block (?P<block_size>\d+) \| "
     r"step (?P<step_seconds>[\d.]+)s prefill (?P<prefill>\d+)/step \| "
     r"gpu (?P<used>\d+)/(?P<capacity>\d+) used [\d.]+% "
     r"cached (?P<cached>\d+) free -?\d+ \| cpu (?P<cpu_used>\d+)/(?P<cpu_capacity>\d+) \| "
@@ -46,7 +47,7 @@ _HEADER = re.compile(
 def render(obs: Observation) -> str:
     q = obs.queue
     lines = [
-        f"turn {obs.turn}/{obs.turns} | block {obs.block_size} | "
+        f"turn {obs.turn}/{obs.turns} | scenario {obs.scenario} | block {obs.block_size} | "
         f"step {obs.step_seconds:g}s prefill {obs.prefill}/step | "
         f"gpu {obs.used}/{obs.capacity} used {obs.usage:.1%} "
         f"cached {obs.cached} free {obs.free} | cpu {obs.cpu_used}/{obs.cpu_capacity} | "
@@ -78,7 +79,7 @@ def parse(text: str) -> Observation:
     all_lines = text.strip().splitlines()
     start = next((i for i, line in enumerate(all_lines) if _HEADER.match(line.strip())), None)
     if start is None:
-        raise ValueError("no observation header ('turn t/T | block ...') in the text")
+        raise ValueError("no observation header ('turn t/T | scenario NAME | ...') in the text")
     lines = all_lines[start:]
     header = _HEADER.match(lines[0].strip())
     assert header is not None
@@ -87,6 +88,7 @@ def parse(text: str) -> Observation:
         raise ValueError(f"line {start + 2} is not the table header: {shown!r}")
     groups = header.groupdict()
     step_seconds = float(groups.pop("step_seconds"))
+    scenario = groups.pop("scenario")
     h = {k: int(v or 0) for k, v in groups.items()}
     entries = []
     candidates: tuple[Candidate, ...] | None = None
@@ -149,6 +151,7 @@ def parse(text: str) -> Observation:
         queue=QueueView(h["waiting"], h["oldest"], h["head"], h["demand"], h["preempted"], needs),
         entries=tuple(entries),
         candidates=candidates,
+        scenario=scenario,
     )
 
 

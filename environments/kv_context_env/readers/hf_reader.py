@@ -34,8 +34,8 @@ from typing import Any
 from kv_context_env.types import BLOCK_SIZE
 
 INSTALL_HINT = (
-    "the Hugging Face reader needs torch and transformers: "
-    "pip install torch==2.13.0 'transformers>=4.57,<6' (the project's 'hf' extra)"
+    "the Hugging Face reader needs transformers and torch: uv sync --extra hf, then "
+    "pip install torch==2.13.0 (or pip install 'kvcache-arena[hf]' torch==2.13.0)"
 )
 
 PLAIN_PROMPT = "Question: {question}\nAnswer:"
