@@ -195,7 +195,7 @@ def test_a_name_too_long_elsewhere_is_one_line_exit_2(tmp_path, monkeypatch):
         ["eval", "-p", "noop", "-s", "easy", "-n", "1", "-o", str(tmp_path / "o")],
         "name too long",
     )
-    assert output.strip().startswith("error: /x/ttt")
+    assert output.strip().splitlines()[-1].startswith("error: /x/ttt")
 
 
 def test_repeated_names_run_once_with_a_note(tmp_path):
