@@ -250,6 +250,9 @@ def _expect_error(args: list[str], expected: str) -> None:
     assert done.exit_code == 2, (args, done.exit_code, done.output)
     assert "".join(expected.split()) in flat, (expected, done.output)
     assert "Traceback" not in done.output and "unexpected" not in done.output
-    assert len(done.output.strip().splitlines()) == 1, done.output
+    # the command's status line (what it loads), then the one error line
+    lines = done.output.strip().splitlines()
+    assert lines[-1].startswith("error: ") and len(lines) <= 2, done.output
+    assert len(lines) == 1 or lines[0].startswith(f"{args[0]}: "), done.output
     assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
     assert os.environ.get("KVARENA_DEBUG", "") in ("", "0")
