@@ -165,6 +165,9 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             console.print(run.resumed_line(len(jobs)))
         results = run.results
         status, reason = "error", None
+        # run.json says "running" from the start: a disk that fills up later still finds it
+        # there to overwrite in place with what stopped the run
+        _write_info(args, reader_label, results, "running", started)
         try:
             with _progress() as progress:
                 task = progress.add_task("episodes", total=len(jobs))
@@ -246,8 +249,9 @@ def _write_info(
     started: float,
     reason: str | None = None,
 ) -> None:
-    """`run.json`, written however the run ends (status complete / interrupted / error, with
-    what stopped it in `error`); whole, by rename, as `durable` writes."""
+    """`run.json`, written when the run starts (status running) and however it ends (complete /
+    interrupted / error, with what stopped it in `error`); whole, by rename, as `durable`
+    writes."""
     info = {
         **_run_info(args, reader_label),
         "status": status,
