@@ -38,6 +38,7 @@ from ..common.result_check import FAMILIES, Family, family_of, parse_line
 from ..common.stats import mean_ci
 from ..prompt_cache.dollars import mean_episode_cost
 from ..prompt_cache.provider import Prices
+from ..serving.labels import labels_sentence
 from ..serving.normalize import FLOOR, MIN_RANGE, normalized_scores
 from ..serving.summary import group_results
 from . import context_board
@@ -317,7 +318,8 @@ def ranking_note(
         "reference bound. The score's 95% CI and the rank interval come from a paired "
         f"bootstrap over seeds ({RESAMPLES} resamples, the same draw for every agent)."
         + why
-        + f" Reference: {reference}."
+        + f" Reference: {reference}. "
+        + labels_sentence(ranking.scenarios)
     )
 
 
