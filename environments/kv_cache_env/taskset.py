@@ -130,11 +130,13 @@ class KvCacheTask(vf.Task[KvCacheData, KvCacheState, KvCacheTaskConfig]):
     # --- metrics -----------------------------------------------------------------------------
     @vf.metric
     async def episode(self, trace: vf.Trace) -> dict[str, float]:
-        """The foundation's episode metrics (failures, pressure_steps, tool_calls_per_turn,
-        evict/compress/swap/noop/invalid calls, tokens_generated, forced_preemptions,
-        prefix_hit_rate)."""
+        """The episode metrics (`rubrics.METRIC_NAMES`): failures, pressure_steps,
+        tool_calls_per_turn, evict/compress/swap/noop/invalid calls, tokens_generated,
+        forced_preemptions, prefix_hit_rate, and the serving metrics (SLO attainment, goodput,
+        first-token and between-token latency percentiles, host-link bytes, recompute tokens);
+        a serving metric without a value (a percentile of no samples) is left out."""
         metrics = episode_metrics(_record(trace))
-        return {name: float(metrics[name]) for name in METRIC_NAMES}
+        return {name: float(value) for name in METRIC_NAMES if (value := metrics[name]) is not None}
 
 
 class KvCacheTasksetConfig(vf.TasksetConfig):

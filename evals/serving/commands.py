@@ -213,8 +213,9 @@ Force = Annotated[
 Wide = Annotated[
     bool,
     typer.Option(
-        help="Result tables with every column (each rubric component and call count), "
-        "wider than 100 characters.",
+        help="Result tables with every column (each rubric component, call count and serving "
+        "metric: SLO attainment, goodput, latency percentiles, link traffic), wider than 100 "
+        "characters.",
         rich_help_panel=OUTPUT_PANEL,
     ),
 ]

@@ -1,8 +1,9 @@
 """The terminal tables of `kvarena eval`: one per scenario, an agent per row, best first.
 
 By default a table fits 100 columns: the normalized score, reward ± 95% CI, failures and tool
-calls per turn. `--wide` adds the gap to the bound, the pressure steps, the calls by kind and
-every rubric component (unweighted), as wide as that takes.
+calls per turn. `--wide` adds the gap to the bound, the pressure steps, the calls by kind,
+every rubric component (unweighted) and the serving metrics (SLO attainment, goodput, first-token
+and between-token latency percentiles, host-link traffic, recompute), as wide as that takes.
 """
 
 from __future__ import annotations
@@ -93,5 +94,13 @@ def _cell(header: str, mean: float, half: float) -> str:
         return "-"
     if header in ("reward", "failure", "latency", "risky"):
         return f"{mean:+.3f}±{half:.3f}"
-    digits = 3 if header in ("throughput", "headroom", "memory", "eviction q.") else 1
+    digits = _DIGITS.get(header, 1)
     return f"{mean:.{digits}f}±{half:.{digits}f}"
+
+
+_DIGITS = {
+    **dict.fromkeys(("throughput", "headroom", "memory", "eviction q."), 3),
+    **dict.fromkeys(("SLO", "goodput/s", "TBT p95 s", "offload GB", "load GB"), 2),
+    "recompute": 0,
+}
+"""Decimals of a column's cells (1 where not listed)."""

@@ -85,7 +85,9 @@ finite, |w| <= 10^6, checked when the env is made by the one check the CLI's `--
   telescope, so an episode's shaped rewards sum exactly to its sparse reward; only their
   timing differs.
 `info` on the terminal step holds `components` (the seven rubric components), `metrics` (the
-episode metrics) and `reward` (the sparse reward, whatever the mode).
+episode metrics, `rubrics.METRIC_NAMES`: the serving ones too, such as `slo_attainment`,
+`goodput_rps` and `first_token_p95_s`, None where they have no value) and `reward` (the sparse
+reward, whatever the mode).
 """
 
 from __future__ import annotations
