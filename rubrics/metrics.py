@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from kv_cache_env.sim.actions import ACTIONS
 from kv_cache_env.sim.record import RECORD_FIELDS, EpisodeRecord, ServingRecord
 
-from .slo import objectives_for
+from .slo import Objectives, objectives_for
 
 PRESSURE_USAGE = 0.95
 
@@ -93,28 +93,29 @@ def weighted_percentile(counts: Iterable[tuple[float, int]], p: float) -> float 
     raise AssertionError("a rank past the total")  # (rank <= total)
 
 
-def slo_attainment(record: EpisodeRecord) -> float | None:
-    """Share of the requests the episode serves that complete within their scenario's
-    objectives (`slo.objectives_for`): every call's first token in time and a mean time per
-    output token within the per-token objective. None without a serving record, or when the
-    episode serves no request."""
+def slo_attainment(record: EpisodeRecord, objectives: Objectives | None = None) -> float | None:
+    """Share of the requests the episode serves that complete within `objectives` (default:
+    their scenario's, `slo.objectives_for`): every call's first token in time and a mean time
+    per output token within the per-token objective. None without a serving record, or when
+    the episode serves no request."""
     serving = record.serving
     if serving is None or not serving.requests:
         return None
-    return _met(serving, record.scenario) / serving.requests
+    return _met(serving, objectives or objectives_for(record.scenario)) / serving.requests
 
 
-def goodput(record: EpisodeRecord) -> float | None:
-    """Requests meeting their objectives per second of the episode's turns and drain."""
+def goodput(record: EpisodeRecord, objectives: Objectives | None = None) -> float | None:
+    """Requests meeting `objectives` (default: their scenario's) per second of the episode's
+    turns and drain."""
     serving = record.serving
     if serving is None:
         return None
     seconds = (record.turns + record.drain_steps) * serving.step_seconds
-    return _met(serving, record.scenario) / seconds if seconds else None
+    met = _met(serving, objectives or objectives_for(record.scenario))
+    return met / seconds if seconds else None
 
 
-def _met(serving: ServingRecord, scenario: str) -> int:
-    objectives = objectives_for(scenario)
+def _met(serving: ServingRecord, objectives: Objectives) -> int:
     # (a margin of a millionth of a step: waits are sums of step fractions)
     first = objectives.first_token_s / serving.step_seconds + 1e-9
     per_token = objectives.per_token_s / serving.step_seconds + 1e-9
