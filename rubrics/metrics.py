@@ -150,6 +150,12 @@ def serving_metrics(record: EpisodeRecord) -> dict[str, float | int | None]:
     }
 
 
+def valued_metrics(record: EpisodeRecord) -> dict[str, float | int]:
+    """`episode_metrics` without those that have no value (for consumers of numbers only: the
+    verifiers metrics, the Gymnasium `info`)."""
+    return {k: v for k, v in episode_metrics(record).items() if v is not None}
+
+
 def episode_metrics(record: EpisodeRecord) -> dict[str, float | int | None]:
     turns = max(record.turns, 1)
     lookups = record.prefix_lookup_blocks

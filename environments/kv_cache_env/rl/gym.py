@@ -86,8 +86,8 @@ finite, |w| <= 10^6, checked when the env is made by the one check the CLI's `--
   timing differs.
 `info` on the terminal step holds `components` (the seven rubric components), `metrics` (the
 episode metrics, `rubrics.METRIC_NAMES`: the serving ones too, such as `slo_attainment`,
-`goodput_rps` and `first_token_p95_s`, None where they have no value) and `reward` (the sparse
-reward, whatever the mode).
+`goodput_rps` and `first_token_p95_s`, left out where they have no value) and `reward` (the
+sparse reward, whatever the mode).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from rubrics import Weights, episode_metrics, score
+from rubrics import Weights, score, valued_metrics
 
 from ..episodes import TRAIN_SEED_START, EpisodeSpec
 from ..sim import ACTIONS, Action, AgentTool, Observation, Simulator, render
@@ -235,7 +235,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         if sim.done:
             info["reward"] = scored.reward
             info["components"] = dict(scored.components)
-            info["metrics"] = episode_metrics(record)
+            info["metrics"] = valued_metrics(record)
         return reward
 
     def render(self) -> str | None:

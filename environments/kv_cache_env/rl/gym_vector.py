@@ -64,7 +64,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, create_empty_array
 
-from rubrics import DEFAULT_WEIGHTS, Weights, episode_metrics, score
+from rubrics import DEFAULT_WEIGHTS, Weights, score, valued_metrics
 
 from ..episodes import EpisodeSpec
 from ..sim import ACTIONS, Action, Simulator, VectorSimulator, VectorStep
@@ -115,7 +115,7 @@ def observe_turn(
         mask[:, 0] = 1
         record = sim.record()
         scored = score(record, weights)
-        final = (scored.reward, dict(scored.components), episode_metrics(record))
+        final = (scored.reward, dict(scored.components), valued_metrics(record))
     else:
         mask = turns_action_mask(obs, max_slots)
         if shaped and sim.turn > 0:
