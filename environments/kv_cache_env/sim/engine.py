@@ -45,6 +45,11 @@ One `step()`, in order (after the agent's actions):
    discarded long context that cannot be recomputed in time fails - InferCept's cost of
    discarding;
 6. enqueue this step's arrivals (none while draining).
+
+Along the way it logs what each request's client saw (`Sequence.first_token_wait`,
+`resumed_waits`, `stalls`), the blocks the host link moved (`blocks_out`, `blocks_in`) and the
+prefill tokens recomputed after a discard (`recomputed_tokens`): the episode record's serving
+part (`record.ServingRecord`) is read from them.
 """
 
 from __future__ import annotations
