@@ -252,3 +252,25 @@ def test_kendall_tau():
     assert kendall_tau([1, 2, 3], [30, 20, 10]) == -1.0
     assert kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6)
     assert kendall_tau([1, 1], [2, 3]) is None
+
+
+def test_the_report_shows_the_serving_columns_and_blanks_for_old_results(tmp_path):
+    from evals.report.build import SERVING_COLUMNS, build_report
+
+    record = _finish(_session(), {4: [swap("s")]})
+    new = episode_result(agent="x", scenario="tiny", seed=0, record=record)
+    old = json.loads(json.dumps(new))
+    old.update(schema_version=3, scenario="tiny-old")
+    old["metrics"] = {k: v for k, v in old["metrics"].items() if k in READ_VERSIONS[3]}
+    del old["record"]["serving"]
+    other = {**new, "agent": "y"}  # (a figure needs two points)
+    built = build_report([new, other, old], tmp_path, ["test"])
+    rows = {row.scenario: row for row in built if row.agent == "x"}
+    assert rows["tiny"].metrics["loaded_bytes"] == 3 * BYTES_PER_BLOCK
+    assert rows["tiny"].metrics["resumed_first_token_p95_s"] == 2.0
+    assert all(
+        rows["tiny-old"].metrics[m] != rows["tiny-old"].metrics[m] for m, _ in SERVING_COLUMNS
+    )
+    markdown = (tmp_path / "leaderboard.md").read_text()
+    assert all(label in markdown for _, label in SERVING_COLUMNS)
+    assert "SLO attainment per agent and scenario" in (tmp_path / "index.html").read_text()
