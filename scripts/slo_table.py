@@ -2,12 +2,16 @@
 scenario, next to their rubric score (`docs/serving.md`, "Serving metrics").
 
     nice -n 10 uv run --no-sync python scripts/slo_table.py -j 2 [--skip bound,expert]
+    nice -n 10 uv run --no-sync python scripts/slo_table.py --only expert,regime-rule
+
 
 plays every registered policy (but those in `--skip`) on seeds 0-9 of every suite scenario
 under the default weights, as `kvarena eval` does, keeps each episode's reward, SLO attainment
 and first-token p95 in `docs/serving_slo.json` (`--json`), and writes the table between the
 markers in `docs/serving.md` (`--page`). `--render` only rewrites the table from the JSON (no
-episode is played); the docs test checks that the page shows what the JSON holds.
+episode is played); `--only` replays just the named policies and keeps the JSON's other
+episodes (after a change that moves only those); the docs test checks that the page shows what
+the JSON holds.
 """
 
 from __future__ import annotations
@@ -61,15 +65,26 @@ def main() -> int:
     parser.add_argument("-j", "--workers", type=int, default=1)
     parser.add_argument("-n", "--seeds", type=int, default=10)
     parser.add_argument("--skip", default="", help="policies left out (comma-separated)")
+    parser.add_argument(
+        "--only", default="", help="replay only these policies, keeping the JSON's others"
+    )
     parser.add_argument("--json", type=Path, default=JSON_PATH)
     parser.add_argument("--page", type=Path, default=PAGE_PATH)
     parser.add_argument("--render", action="store_true", help="rewrite the table from the JSON")
     args = parser.parse_args()
     if not args.render:
         skipped = [name for name in args.skip.split(",") if name]
+        only = [name for name in args.only.split(",") if name]
+        kept: list[Episode] = []
+        if only:
+            old = json.loads(args.json.read_text())
+            kept = [Episode.from_list(e) for e in old["episodes"]]
+            kept = [e for e in kept if e.policy not in only]
+            skipped = [name for name in old["skipped"] if name not in only]
         policies = [name for name in available() if name not in skipped]
-        jobs = [(p, s, seed) for p in policies for s in SUITE for seed in range(args.seeds)]
-        episodes: list[Episode] = []
+        played = only or policies
+        jobs = [(p, s, seed) for p in played for s in SUITE for seed in range(args.seeds)]
+        episodes: list[Episode] = list(kept)
         started = time.perf_counter()
         with worker_pool(args.workers) as pool:
             futures = [pool.submit(play, job) for job in jobs]
