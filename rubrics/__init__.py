@@ -1,6 +1,6 @@
 """Rubrics: pure functions of an episode record that score it."""
 
-from .metrics import METRIC_NAMES, episode_metrics, pressure_steps
+from .metrics import METRIC_NAMES, episode_metrics, pressure_steps, valued_metrics
 from .serving import COMPONENTS, DEFAULT_WEIGHTS, Score, Weights, score, weighted_reward
 from .weights import RubricWeights, WeightError
 
@@ -15,5 +15,6 @@ __all__ = [
     "episode_metrics",
     "pressure_steps",
     "score",
+    "valued_metrics",
     "weighted_reward",
 ]

@@ -78,7 +78,8 @@ def test_each_role_shows_what_its_text_prints():
 
 def test_every_field_is_treated_as_the_renderer_allows():
     assert worlds.problems() == []
-    # the server state a world keeps of a row although the row does not show it: its clocks
+    # the server state a world keeps of a row although the row does not show it: its clocks,
+    # and the server's log of what its client saw (read by the serving metrics, not the reward)
     assert worlds.server_state("listed") == {
         f"Sequence.{f}"
         for f in (
@@ -88,6 +89,10 @@ def test_every_field_is_treated_as_the_renderer_allows():
             "token_step",
             "admitted_order",
             "preemptions",
+            "first_token_wait",
+            "resumed_waits",
+            "stalls",
+            "lost_tokens",
         )
     }
 

@@ -271,3 +271,16 @@ def test_labels_are_shown_only_for_the_suite_version_they_were_measured_on(tmp_p
     assert data["proof_seeds"] == [650_000, 650_099]
     path.write_text(json.dumps(data | {"suite_version": "3"}))
     assert shipped_labels(path) is None
+
+
+def test_scenarios_and_the_report_show_the_labels_measured(tmp_path, monkeypatch):
+    from evals.serving import labels
+
+    monkeypatch.setattr(labels, "LABELS_PATH", tmp_path / "labels.json")
+    assert labels.label_of("easy") == ("sanity tier", "")
+    assert labels.label_of("hard") == ("", "")
+    assert "not yet measured" in labels.labels_sentence(["easy", "hard"])
+    labels.write_labels(labels.LABELS_PATH, {"hard": labels.Label("swap-paused", 0.95)}, range(9))
+    assert labels.label_of("hard") == ("rule-solvable", "swap-paused")
+    sentence = labels.labels_sentence(["easy", "hard", "medium"])
+    assert "easy: the sanity tier" in sentence and "hard (swap-paused)" in sentence

@@ -22,7 +22,7 @@ import openai
 import verifiers.v1 as vf
 from pydantic import ConfigDict, model_validator
 
-from rubrics import COMPONENTS, DEFAULT_WEIGHTS, METRIC_NAMES, Weights, episode_metrics
+from rubrics import COMPONENTS, DEFAULT_WEIGHTS, Weights, valued_metrics
 
 from .episodes import EpisodeSpec
 from .llm.agent_loop import play_episode
@@ -130,11 +130,12 @@ class KvCacheTask(vf.Task[KvCacheData, KvCacheState, KvCacheTaskConfig]):
     # --- metrics -----------------------------------------------------------------------------
     @vf.metric
     async def episode(self, trace: vf.Trace) -> dict[str, float]:
-        """The foundation's episode metrics (failures, pressure_steps, tool_calls_per_turn,
-        evict/compress/swap/noop/invalid calls, tokens_generated, forced_preemptions,
-        prefix_hit_rate)."""
-        metrics = episode_metrics(_record(trace))
-        return {name: float(metrics[name]) for name in METRIC_NAMES}
+        """The episode metrics (`rubrics.METRIC_NAMES`): failures, pressure_steps,
+        tool_calls_per_turn, evict/compress/swap/noop/invalid calls, tokens_generated,
+        forced_preemptions, prefix_hit_rate, and the serving metrics (SLO attainment, goodput,
+        first-token and between-token latency percentiles, host-link bytes, recompute tokens);
+        a serving metric without a value (a percentile of no samples) is left out."""
+        return {name: float(value) for name, value in valued_metrics(_record(trace)).items()}
 
 
 class KvCacheTasksetConfig(vf.TasksetConfig):

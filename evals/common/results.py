@@ -4,7 +4,9 @@ Every writer (policy runs, hosted-model runs, verifiers traces converted) produc
 shape, so one table holds policies and models alike. No wall-clock field is part of it: equal
 arguments give byte-identical files (`dumps` sorts keys and fixes separators).
 
-    schema_version  int     SCHEMA_VERSION (3: serving suite v3 - a drain with no clock edge)
+    schema_version  int     SCHEMA_VERSION (4: the serving metrics; 3: serving suite v3 - a
+                            drain with no clock edge). Both are read: a version-3 line lacks the
+                            serving metrics and its record the `serving` part
     suite_version   str     the serving suite of the episode (`kv_cache_env.sim.SUITE_VERSION`)
     agent           str     policy name, or model name for LLM runs
     scenario        str
@@ -14,7 +16,8 @@ arguments give byte-identical files (`dumps` sorts keys and fixes separators).
     reward          float | null      weighted sum of the components; null when failed
     weights         {component: weight}
     components      {component: value} (the seven rubric components; null when failed)
-    metrics         {name: value}      (METRIC_NAMES; null when failed)
+    metrics         {name: value}      (METRIC_NAMES; null when failed; a serving metric, one of
+                                        SERVING_METRIC_NAMES, is null where it has no value)
     series          {"usage": [...], "queue": [...], "failures": [...]} per turn (null when failed)
     usage           {"input_tokens" (all prompt tokens), "cached_input_tokens" (read from the
                     provider's cache), "output_tokens", "cache_write_input_tokens"} | null
@@ -26,12 +29,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from kv_cache_env.sim import SUITE_VERSION, EpisodeRecord
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS, METRIC_NAMES, Weights, episode_metrics, score
+from rubrics.metrics import BASE_METRIC_NAMES, SERVING_METRIC_NAMES
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+READ_VERSIONS: Mapping[int, tuple[str, ...]] = MappingProxyType(
+    {3: BASE_METRIC_NAMES, SCHEMA_VERSION: METRIC_NAMES}
+)
+"""The schema versions read, each with the metrics its lines hold (version 3's lack the serving
+metrics: a reader shows them blank)."""
 
 USAGE_FIELDS: tuple[str, ...] = (
     "input_tokens",
@@ -131,8 +141,11 @@ def validate(result: Mapping[str, Any]) -> list[str]:
     problems = [f"missing field {name!r}" for name in FIELDS if name not in result]
     if problems:
         return problems
-    if result["schema_version"] != SCHEMA_VERSION:
-        problems.append(f"schema_version {result['schema_version']!r} != {SCHEMA_VERSION}")
+    version = result["schema_version"]
+    names = READ_VERSIONS.get(version)
+    if names is None:
+        known = " or ".join(map(str, READ_VERSIONS))
+        problems.append(f"schema_version {version!r} is not {known}")
     if result["status"] != "ok":
         return problems + status_problems(result)
     if set(result["components"]) != set(COMPONENTS):
@@ -145,8 +158,11 @@ def validate(result: Mapping[str, Any]) -> list[str]:
         > 1e-9
     ):
         problems.append("reward is not the weighted sum of the components")
-    if set(result["metrics"]) != set(METRIC_NAMES):
-        problems.append(f"metrics must be exactly {sorted(METRIC_NAMES)}")
+    if names is not None and set(result["metrics"]) != set(names):
+        problems.append(f"metrics must be exactly {sorted(names)}")
+    blank = sorted(k for k, v in result["metrics"].items() if v is None)
+    if set(blank) - set(SERVING_METRIC_NAMES):
+        problems.append(f"only serving metrics may be null, not {', '.join(blank)}")
     if set(result["series"]) != {"usage", "queue", "failures"}:
         problems.append("series must hold usage, queue and failures")
     usage = result["usage"]

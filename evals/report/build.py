@@ -38,6 +38,7 @@ from ..common.result_check import FAMILIES, Family, family_of, parse_line
 from ..common.stats import mean_ci
 from ..prompt_cache.dollars import mean_episode_cost
 from ..prompt_cache.provider import Prices
+from ..serving.labels import labels_sentence
 from ..serving.normalize import FLOOR, MIN_RANGE, normalized_scores
 from ..serving.summary import group_results
 from . import context_board
@@ -57,6 +58,21 @@ METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ),
     ("invalid_calls", "invalid calls"),
 )
+
+SERVING_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("slo_attainment", "SLO attainment"),
+    ("goodput_rps", "goodput req/s"),
+    ("first_token_p50_s", "first token p50 s"),
+    ("first_token_p95_s", "first token p95 s"),
+    ("resumed_first_token_p95_s", "resumed first token p95 s"),
+    ("token_gap_p95_s", "time between tokens p95 s"),
+    ("offloaded_bytes", "offloaded GB"),
+    ("loaded_bytes", "loaded GB"),
+    ("recompute_tokens", "recompute tokens"),
+)
+"""The serving metrics' column group (`rubrics.metrics.SERVING_METRIC_NAMES`): means over the
+episodes that have a value, blank where none has (results written before these metrics)."""
+_GIGABYTE_COLUMNS = frozenset({"offloaded_bytes", "loaded_bytes"})
 
 
 NOTE_NAMES = 10
@@ -202,6 +218,10 @@ def leaderboard(
         reward = mean_ci([r["reward"] for r in ok]) if ok else (float("nan"), float("nan"))
         components = {c: _mean(r["components"][c] for r in ok) for c in COMPONENTS}
         metrics = {m: _mean(r["metrics"][m] for r in ok) for m, _ in METRIC_COLUMNS}
+        metrics |= {
+            m: _mean(v for r in ok if (v := r["metrics"].get(m)) is not None)
+            for m, _ in SERVING_COLUMNS
+        }
         turns = max((len(r["series"]["usage"]) for r in ok), default=0)
         usage = [
             _mean(r["series"]["usage"][t] for r in ok if t < len(r["series"]["usage"]))
@@ -259,6 +279,7 @@ def _headers(cost: bool = False) -> list[str]:
         "bound − agent ± 95% CI (paired)",
         *COMPONENTS,
         *(label for _, label in METRIC_COLUMNS),
+        *(label for _, label in SERVING_COLUMNS),
         *(["input $/episode"] if cost else []),
     ]
 
@@ -287,6 +308,10 @@ def _cells(row: Row, cost: bool = False) -> list[tuple[str, float | str]]:
     ]
     cells += [(fmt(row.components[c], sign=True), sort_key(row.components[c])) for c in COMPONENTS]
     cells += [(fmt(row.metrics[m], 2), sort_key(row.metrics[m])) for m, _ in METRIC_COLUMNS]
+    for m, _ in SERVING_COLUMNS:
+        value = row.metrics[m]
+        shown = value / 1e9 if m in _GIGABYTE_COLUMNS else value
+        cells.append((fmt(shown, 2), sort_key(value)))
     if cost:
         value = row.cost if row.cost is not None else float("nan")
         cells.append((fmt(row.cost, 4), sort_key(value)))
@@ -317,7 +342,8 @@ def ranking_note(
         "reference bound. The score's 95% CI and the rank interval come from a paired "
         f"bootstrap over seeds ({RESAMPLES} resamples, the same draw for every agent)."
         + why
-        + f" Reference: {reference}."
+        + f" Reference: {reference}. "
+        + labels_sentence(ranking.scenarios)
     )
 
 
@@ -365,7 +391,9 @@ def _serving_markdown(rows: Sequence[Row], ranking: Ranking, reference: str) -> 
         + "). `failed` counts rollouts that produced no episode (never dropped). `normalized` "
         "= (agent - noop) / (bound - noop) on the seeds all three ran (shown where bound - noop "
         ">= 0.05); `bound − agent` is the paired difference to the reference bound with its 95% "
-        "CI.",
+        "CI. The serving columns (SLO attainment to recompute tokens) are means over the "
+        "episodes that report them (blank: results written before they were kept); the "
+        "objectives are each scenario's (the docs' serving page).",
         "",
         "| " + " | ".join(headers) + " |",
         "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|",

@@ -1,5 +1,5 @@
 """The report's figures, as inline SVG (`svg.py`): each full width, in a colour-blind-safe
-palette, and none drawn where it would hold a single point. The serving section has four
+palette, and none drawn where it would hold a single point. The serving section has five
 (`build_figures`); the context section, per reader, the two that mean the same there
 (`build_context_figures`: the normalized score by level, the weighted components) — it has no
 failures, pressure steps or memory usage per turn.
@@ -94,6 +94,7 @@ def build_figures(rows: Sequence[Row], ranking: Ranking) -> dict[str, str]:
         ("Normalized score by scenario (0 = noop, 1 = the bound)", _normalized),
         ("Reward components per agent (weighted means over every episode)", _components),
         ("Failures and pressure steps per episode", _failures),
+        ("SLO attainment per agent and scenario (requests meeting their objectives)", _slo),
         ("Memory usage over the episode (bands: < 0.8 best, 0.8-0.95, 0.95-1, full)", _usage),
     ):
         svg = draw(rows, shown, title + note)
@@ -245,6 +246,37 @@ def _failures(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
     ]
     return bar_chart(
         [_label(a) for a in agents], series, stacked=False, x_label="per episode", title=title
+    )
+
+
+def _slo(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
+    """One row per agent (rank order), one marker per scenario: its mean SLO attainment."""
+    attained = {
+        (r.scenario, r.agent): value
+        for r in rows
+        if r.ok and (value := r.metrics.get("slo_attainment")) is not None and value == value
+    }
+    scenarios = ranking.scenarios
+    agents = [r.agent for r in ranking.rows if any((sc, r.agent) in attained for sc in scenarios)]
+    if len(attained) < 2:
+        return None
+    colours = (*OKABE_ITO, REFERENCE_BLACK)
+    series = [
+        Series(
+            _label(sc),
+            [attained.get((sc, a)) for a in agents],
+            colours[k % 8],
+            marker=MARKERS[k // 8 % 4],
+        )
+        for k, sc in enumerate(ranking.scenarios)
+        if any((sc, a) in attained for a in agents)
+    ]
+    return dot_chart(
+        [_label(a) for a in agents],
+        series,
+        x_label="SLO attainment",
+        title=title,
+        references=((0.0, FLOOR_GREY), (1.0, REFERENCE_BLACK)),
     )
 
 

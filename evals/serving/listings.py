@@ -126,8 +126,11 @@ def list_policies(name: str | None, as_json: bool) -> None:
 
 def _scenario_row(sc: Any) -> dict[str, str]:
     """The table's cells of one scenario, by header."""
+    from .labels import label_of
+
     return {
         "scenario": sc.name,
+        "label": label_of(sc.name)[0] or "-",
         "budget": f"{sc.budget_fraction[0]:.2f}-{sc.budget_fraction[1]:.2f}",
         "arrivals/s": f"{sc.arrival_rate[0]:.1f}-{sc.arrival_rate[1]:.1f}",
         "bursts": f"{sc.burst_probability:.0%} x{sc.burst_multiplier:g}",
@@ -143,16 +146,17 @@ def _scenario_row(sc: Any) -> dict[str, str]:
 
 SCENARIO_COLUMNS = (
     Column("scenario", justify="left"),
-    Column("budget", drop=1),
-    Column("arrivals/s", drop=2),
-    Column("bursts", drop=3),
-    Column("kv", drop=4),
-    Column("cpu", drop=5),
-    Column("link/s", drop=6),
-    Column("prefill/s", drop=7),
-    Column("fallback", drop=8, justify="left"),
-    Column("chats", drop=9, justify="left"),
-    Column("agents' tools", drop=10, justify="left"),
+    Column("label", drop=1, justify="left"),
+    Column("budget", drop=2),
+    Column("arrivals/s", drop=3),
+    Column("bursts", drop=4),
+    Column("kv", drop=5),
+    Column("cpu", drop=6),
+    Column("link/s", drop=7),
+    Column("prefill/s", drop=8),
+    Column("fallback", drop=9, justify="left"),
+    Column("chats", drop=10, justify="left"),
+    Column("agents' tools", drop=11, justify="left"),
 )
 """The scenarios table's columns, the most telling first (budget: of the peak demand)."""
 
@@ -174,12 +178,16 @@ def _jsonable(value: Any) -> Any:
 def list_scenarios(name: str | None, as_json: bool) -> None:
     from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION
 
+    from .labels import label_of
+
     names = _pick("scenario", name, SCENARIOS, "scenarios")
     chosen = [SCENARIOS[n] for n in names]
     if as_json:
         items = [
             {
                 "in_suite": sc.name in SUITE,
+                "label": label_of(sc.name)[0],
+                "label_rule": label_of(sc.name)[1],
                 **{f.name: _jsonable(getattr(sc, f.name)) for f in dataclasses.fields(sc)},
             }
             for sc in chosen
@@ -189,7 +197,9 @@ def list_scenarios(name: str | None, as_json: bool) -> None:
         )
     elif name is not None:
         sc = chosen[0]
+        label, rule = label_of(sc.name)
         fields = {"in the suite": "yes" if sc.name in SUITE else "no"}
+        fields |= {"label": f"{label} ({rule})" if rule else label or "-"}
         fields |= {f.name: getattr(sc, f.name) for f in dataclasses.fields(sc) if f.name != "name"}
         _print_long(sc.name, fields)
     else:

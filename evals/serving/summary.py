@@ -37,6 +37,16 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("eviction q.", "components", "eviction_quality"),
     ("latency", "components", "latency_penalty"),
     ("risky", "components", "risky_eviction_penalty"),
+    # the serving metrics (`rubrics.metrics.SERVING_METRIC_NAMES`), over the episodes that have
+    # them: results written before they were kept show "-"
+    ("SLO", "metrics", "slo_attainment"),
+    ("goodput/s", "metrics", "goodput_rps"),
+    ("TTFT p95 s", "metrics", "first_token_p95_s"),
+    ("resumed p95 s", "metrics", "resumed_first_token_p95_s"),
+    ("TBT p95 s", "metrics", "token_gap_p95_s"),
+    ("offload GB", "metrics", "offloaded_bytes"),
+    ("load GB", "metrics", "loaded_bytes"),
+    ("recompute", "metrics", "recompute_tokens"),
 )
 DEFAULT_COLUMNS: tuple[str, ...] = ("reward", "failures", "calls/turn")
 
@@ -51,8 +61,15 @@ class Row:
     """Column header -> (mean, 95% half-width) over the ok episodes."""
 
 
-def value(result: Mapping[str, Any], where: str, key: str) -> float:
-    return float(result[key] if not where else result[where][key])
+_SCALE = {"offloaded_bytes": 1e-9, "loaded_bytes": 1e-9}
+"""Columns shown in other units than their metric's (bytes as GB)."""
+
+
+def value(result: Mapping[str, Any], where: str, key: str) -> float | None:
+    """The column's value in `result` (None where it has none: a serving metric without a
+    value, or a result written before it was kept)."""
+    raw = result[key] if not where else result[where].get(key)
+    return None if raw is None else float(raw) * _SCALE.get(key, 1.0)
 
 
 def group_results(
@@ -70,7 +87,8 @@ def summarize(results: Iterable[Mapping[str, Any]]) -> list[Row]:
     for (scenario, agent), group in group_results(results).items():
         ok = [r for r in group if r["status"] == "ok"]
         values = {
-            header: mean_ci([value(r, where, key) for r in ok]) for header, where, key in COLUMNS
+            header: mean_ci([v for r in ok if (v := value(r, where, key)) is not None])
+            for header, where, key in COLUMNS
         }
         rows.append(Row(scenario, agent, len(group), len(group) - len(ok), values))
     return rows

@@ -2,9 +2,10 @@
 
 By default a table fits the terminal: the agent, its episodes, the normalized score and reward
 ± 95% CI always, then failures and tool calls per turn as the width allows (`DEFAULT_COLUMNS`,
-in order of priority). `--wide` adds the gap to the bound, the pressure steps, the calls by kind
-and every rubric component (unweighted), as wide as that takes; a column added to `COLUMNS`
-joins `--wide`.
+in order of priority). `--wide` adds the gap to the bound, the pressure steps, the calls by kind,
+every rubric component (unweighted) and the serving metrics (SLO attainment, goodput, first-token
+and between-token latency percentiles, host-link traffic, recompute), as wide as that takes; a
+column added to `COLUMNS` joins `--wide`.
 """
 
 from __future__ import annotations
@@ -113,5 +114,13 @@ def _cell(header: str, mean: float, half: float) -> str:
         return "-"
     if header in ("reward", "failure", "latency", "risky"):
         return f"{mean:+.3f}±{half:.3f}"
-    digits = 3 if header in ("throughput", "headroom", "memory", "eviction q.") else 1
+    digits = _DIGITS.get(header, 1)
     return f"{mean:.{digits}f}±{half:.{digits}f}"
+
+
+_DIGITS = {
+    **dict.fromkeys(("throughput", "headroom", "memory", "eviction q."), 3),
+    **dict.fromkeys(("SLO", "goodput/s", "TBT p95 s", "offload GB", "load GB"), 2),
+    "recompute": 0,
+}
+"""Decimals of a column's cells (1 where not listed)."""

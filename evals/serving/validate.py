@@ -65,7 +65,7 @@ from rubrics import DEFAULT_WEIGHTS
 
 from ..common.checks import Check
 from ..common.stats import mean_ci
-from .labels import Label, write_labels
+from .labels import SANITY, Label, write_labels
 from .validate_jobs import Job, run_job, run_jobs
 from .validate_results import Results, record_digest
 from .validate_store import JobStore
@@ -81,7 +81,6 @@ CI_START = 800_000
 """The block a CI-size run (`Sizes.ci`, the test suite) plays instead, so that test runs never
 touch the proof block."""
 TUNING_START = 900_000
-SANITY = ("easy",)
 SCORED = tuple(s for s in SUITE if s not in SANITY)
 NAMED = ("agent-tools", "agent-remote", "chat-human", "big-cpu", "slow-prefill", "flash-crowd")
 """The named regimes: each is won by reading a per-session signal, so a blind rule must not

@@ -3,8 +3,10 @@
 Every turn it draws `worlds` futures (`worlds.sample_world`: the simulator with every part its
 rendered text does not show redrawn from the scenario's published parameters and the signal
 table, given what the text shows) and plans on them:
-- at its first turn it plays each policy of its pool from here to the end of the episode (drain
-  included) in every world and adopts the best on average as its *incumbent*;
+- its first *incumbent* is the fixed rule published as best for the scenario its text names
+  (`regime_rule`: chosen on 100 tuning seeds per scenario; it is in its pool); elsewhere, at
+  its first turn it plays each policy of its pool from here to the end of the episode (drain
+  included) in every world and adopts the best on average;
 - every turn it scores, on the same worlds (common random numbers): the incumbent's own move,
   every other pool policy's, and every macro-action of the bound's (keep / compress / offload /
   discard the sessions paused on a class of tools, compress running sequences to a usage
@@ -34,7 +36,7 @@ from kv_cache_env.sim import Action, Observation, Simulator, parse, render
 from rubrics import DEFAULT_WEIGHTS, Weights
 
 from .base import Policy, SimulatorPolicy
-from .bound import MACROS, Macro, play
+from .bound import MACROS, Macro, Masked, play
 from .heuristics import (
     CompressAllPolicy,
     DiscardPausedCompressPolicy,
@@ -47,6 +49,7 @@ from .heuristics import (
     SwapPausedPolicy,
     VllmDefaultPolicy,
 )
+from .regime_rule import rule_for
 from .rule_grid import REGIME_WINNERS, grid_rule
 from .session_rules import MinWastePolicy, min_waste_actions
 from .worlds import sample_world
@@ -111,12 +114,15 @@ class ExpertPolicy(SimulatorPolicy):
         mask: str | None = None,
         reveal: frozenset[str] = frozenset(),
         weights: Weights = DEFAULT_WEIGHTS,
+        prior: bool = True,
     ) -> None:
-        """`mask` removes one tool from everything it does (ablations); `reveal` tells its
-        worlds some hidden parts truly (`worlds.PARTS`: measurements of what reading the signals
-        could be worth; such a planner is not honest); `weights`: the rubric's weights it plans
-        under (its run's)."""
+        """`prior`: start from the fixed rule published as best for the scenario the text names
+        (else from the pool's best on its first turn's worlds); `mask` removes one tool from
+        everything it does (ablations); `reveal` tells its worlds some hidden parts truly
+        (`worlds.PARTS`: measurements of what reading the signals could be worth; such a planner
+        is not honest); `weights`: the rubric's weights it plans under (its run's)."""
         self.weights = weights
+        self.prior = prior
         self.worlds = worlds
         self._factories = tuple(pool)
         self.macros = tuple(macros)
@@ -131,8 +137,6 @@ class ExpertPolicy(SimulatorPolicy):
     def reset(self, seed: int) -> None:
         self._pool = [make() for make in self._factories]
         if self.mask is not None:
-            from .bound import Masked
-
             self._pool = [Masked(p, self.mask) for p in self._pool]
         self._incumbent = None
 
@@ -143,6 +147,8 @@ class ExpertPolicy(SimulatorPolicy):
         obs = parse(text)  # what it reads of this turn is the text (equal to the observation)
         rng = np.random.default_rng(_seed(sim.scenario.name, text))
         worlds = [sample_world(sim, rng, self.reveal) for _ in range(self.worlds)]
+        if self._incumbent is None:
+            self._incumbent = self._regime_rule(obs.scenario)
         if self._incumbent is None:
             self._incumbent = self._best_policy(worlds)
         incumbent = self._pool[self._incumbent]
@@ -177,6 +183,15 @@ class ExpertPolicy(SimulatorPolicy):
             total += reward
         self.plays += len(worlds)
         return total / len(worlds)
+
+    def _regime_rule(self, scenario: str) -> int | None:
+        """The pool's index of the fixed rule published as best for the scenario the text names
+        (`regime_rule.rule_for`: 100 tuning seeds), if it is in the pool and a prior is used."""
+        if not self.prior or self.weights != DEFAULT_WEIGHTS:
+            return None  # (the rules were chosen under the default weights)
+        name = rule_for(scenario)
+        names = [p.policy.name if isinstance(p, Masked) else p.name for p in self._pool]
+        return names.index(name) if name in names else None
 
     def _best_policy(self, worlds: list[Simulator]) -> int:
         scores = []

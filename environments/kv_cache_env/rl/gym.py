@@ -85,7 +85,9 @@ finite, |w| <= 10^6, checked when the env is made by the one check the CLI's `--
   telescope, so an episode's shaped rewards sum exactly to its sparse reward; only their
   timing differs.
 `info` on the terminal step holds `components` (the seven rubric components), `metrics` (the
-episode metrics) and `reward` (the sparse reward, whatever the mode).
+episode metrics, `rubrics.METRIC_NAMES`: the serving ones too, such as `slo_attainment`,
+`goodput_rps` and `first_token_p95_s`, left out where they have no value) and `reward` (the
+sparse reward, whatever the mode).
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ try:
 except ModuleNotFoundError as error:  # the optional extra: say how to install it
     raise ModuleNotFoundError(GYM_EXTRA, name=error.name) from error
 
-from rubrics import Weights, episode_metrics, score
+from rubrics import Weights, score, valued_metrics
 
 from ..episodes import TRAIN_SEED_START, EpisodeSpec
 from ..limits import MAX_GYM_CALLS_PER_TURN, MAX_GYM_SLOTS, MAX_SEED, whole_number
@@ -247,7 +249,7 @@ class ServingEnv(gymnasium.Env[dict[str, np.ndarray], int]):
         if sim.done:
             info["reward"] = scored.reward
             info["components"] = dict(scored.components)
-            info["metrics"] = episode_metrics(record)
+            info["metrics"] = valued_metrics(record)
         return reward
 
     def render(self) -> str | None:

@@ -70,7 +70,7 @@ try:
 except ModuleNotFoundError as error:  # the optional extra: say how to install it
     raise ModuleNotFoundError(GYM_EXTRA, name=error.name) from error
 
-from rubrics import DEFAULT_WEIGHTS, Weights, episode_metrics, score
+from rubrics import DEFAULT_WEIGHTS, Weights, score, valued_metrics
 
 from ..episodes import EpisodeSpec
 from ..limits import MAX_SEED, whole_number
@@ -125,7 +125,7 @@ def observe_turn(
         mask[:, 0] = 1
         record = sim.record()
         scored = score(record, weights)
-        final = (scored.reward, dict(scored.components), episode_metrics(record))
+        final = (scored.reward, dict(scored.components), valued_metrics(record))
     else:
         mask = turns_action_mask(obs, max_slots)
         if shaped and sim.turn > 0:

@@ -45,6 +45,11 @@ One `step()`, in order (after the agent's actions):
    discarded long context that cannot be recomputed in time fails - InferCept's cost of
    discarding;
 6. enqueue this step's arrivals (none while draining).
+
+Along the way it logs what each request's client saw (`Sequence.first_token_wait`,
+`resumed_waits`, `stalls`), the blocks the host link moved (`blocks_out`, `blocks_in`) and the
+prefill tokens recomputed after a discard (`recomputed_tokens`): the episode record's serving
+part (`record.ServingRecord`) is read from them.
 """
 
 from __future__ import annotations
@@ -177,6 +182,12 @@ class Engine:
         self.max_decode_blocks = self._decode_blocks_at_most(schedule)
         """Blocks one decode step can take at most for any sequence of the schedule (its
         fastest decode rate at the smallest block): `Table.decode_growth_at_most`."""
+        self.blocks_out = 0
+        """Blocks copied out to CPU so far (by the host link, or at once without one)."""
+        self.blocks_in = 0
+        """Blocks loaded back from CPU so far."""
+        self.recomputed_tokens = 0
+        """Prefill tokens computed again so far because their KV had been discarded."""
 
     def _decode_blocks_at_most(self, schedule: Schedule) -> int:
         fastest = max((r.decode_rate for r in schedule.requests), default=0)
@@ -284,6 +295,9 @@ class Engine:
         assert status in (Status.RUNNING, Status.PAUSED, Status.SWAPPED), f"evict of {status}"
         progress = seq.progress
         reason: Reason = "preempt" if forced else "evict"
+        held = seq.context_tokens - seq.prefill_remaining  # tokens whose KV it had
+        if held > seq.lost_tokens:
+            seq.lost_tokens = held
         freed = self._drop_kv(seq, reason)
         seq.quantization_level = self.base_level
         seq.prefill_remaining = 0
@@ -359,6 +373,7 @@ class Engine:
             self._emit("removed", "gpu", "swap_out", seq, blocks)
             freed = blocks + self._release_prefix(seq)
             seq.gpu_blocks = 0
+            self.blocks_out += blocks
         if seq.status is Status.RUNNING:
             self._requeue_front(seq)
         else:
@@ -444,6 +459,7 @@ class Engine:
                 take = budget if budget < seq.outbound else seq.outbound
                 seq.outbound -= take
                 seq.gpu_blocks -= take
+                self.blocks_out += take
                 pool.free(take)
                 self._emit("removed", "gpu", "swap_out", seq, take)
                 if not seq.outbound:
@@ -451,6 +467,7 @@ class Engine:
             else:
                 take = budget if budget < seq.inbound else seq.inbound
                 seq.inbound -= take
+                self.blocks_in += take
                 if not seq.inbound:
                     self.cpu_used -= seq.cpu_blocks
                     self._emit("removed", "cpu", "swap_in", seq, seq.cpu_blocks)
@@ -556,7 +573,11 @@ class Engine:
             if remaining:  # (after the allocation: a sequence preempted by it takes nothing)
                 budget -= take
                 seq.prefill_remaining = left
+                if seq.lost_tokens:
+                    self._recompute(seq, remaining, take)
             if n:
+                if seq.token_step != t - 1:  # not the next token of a call decoding at its pace
+                    self._first_or_stall(seq, remaining)
                 seq.first_token_by = -1
                 seq.token_step = t
             seq.generated = generated + n
@@ -571,6 +592,33 @@ class Engine:
         tally.tokens += tokens
         tally.effective += effective
         return active
+
+    def _recompute(self, seq: Sequence, remaining: int, take: int) -> None:
+        """Count the tokens of a prefill chunk (`take` of the `remaining`, computed in context
+        order) that had KV before it was discarded (`Sequence.lost_tokens`)."""
+        start = seq.context_tokens - remaining
+        end = start + take
+        lost = seq.lost_tokens
+        if start < lost:
+            self.recomputed_tokens += (end if end < lost else lost) - start
+        if end >= lost:
+            seq.lost_tokens = 0
+
+    def _first_or_stall(self, seq: Sequence, prefill: int) -> None:
+        """`seq` emits tokens in this step after a gap (`Sequence.token_step` is not the step
+        before): log its call's first-token wait, or the stall. On the engine clock (step k
+        spans [k, k + 1)) a prefill's token comes at the end of its step and decode tokens at the
+        sequence's pace from the start of theirs; a client's wait for a first token starts at
+        the end of its arrival step, or at the start of the step its call returned in."""
+        t = self.t
+        at = t + 1.0 if prefill else t + 1.0 / seq.request.decode_rate
+        if seq.token_step < 0:  # the request's first token
+            seq.first_token_wait = at - (seq.request.arrival_step + 1)
+        elif seq.first_token_by >= 0:  # a resumed call's first token
+            returned = seq.first_token_by - self.scenario.max_wait_steps
+            seq.resumed_waits = (*seq.resumed_waits, at - returned)
+        else:  # a stall inside a call: its last token came at the end of its step
+            seq.stalls = (*seq.stalls, at - (seq.token_step + 1))
 
     def _grow(self, seq: Sequence, need: int, kv: int, tally: _Tally) -> tuple[bool, bool]:
         """`_compute`'s slow allocation of `need` blocks for `seq` (reaching `kv` private
@@ -703,6 +751,7 @@ class Engine:
             else:
                 self.cpu_used -= loaded
                 seq.cpu_blocks = 0
+                self.blocks_in += loaded
                 self._emit("removed", "cpu", "swap_in", seq, loaded)
             scenario = self.scenario
             nbytes = seq.kv_private * scenario.bytes_per_token * level.multiplier
@@ -823,6 +872,9 @@ class Engine:
         "_step_seconds",
         "tokens_per_block",
         "max_decode_blocks",
+        "blocks_out",
+        "blocks_in",
+        "recomputed_tokens",
     )
     """Fields a clone shares: immutable values, and the tables in `READ_ONLY_FIELDS`."""
     READ_ONLY_FIELDS: ClassVar[frozenset[str]] = frozenset(

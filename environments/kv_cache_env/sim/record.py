@@ -55,6 +55,55 @@ class ResidentRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ServingRecord:
+    """What the episode's clients saw, as serving systems are measured (the metrics in
+    `rubrics.metrics` read it; the rubric does not). Its requests are those the episode serves:
+    every request in the engine at the first turn or arriving during the turns (their
+    warm-up history included); those finished or failed in the warm-up are not part of it.
+    Times are in engine steps (`step_seconds` each): see `Sequence.first_token_wait`."""
+
+    step_seconds: float
+    requests: int
+    """How many requests the episode serves (SLO attainment's denominator)."""
+    first_token_steps: tuple[float, ...]
+    """Each request's wait from its arrival to its first token (those whose first token
+    came), in arrival order."""
+    resumed_first_token_steps: tuple[float, ...]
+    """Each resumed call's wait from its return to its first token (calls whose first token
+    came), request by request."""
+    token_gaps: tuple[tuple[float, int], ...]
+    """The gaps between consecutive tokens of one call (time between tokens) as (gap, how
+    many), by gap: each request's decode pace (1 / its tokens per step), and its stalls."""
+    completed: tuple[tuple[float, float], ...]
+    """For each request that completed every call: (its slowest first token, its mean time per
+    output token after each call's first: the per-token latency of DistServe's SLO)."""
+    offloaded_bytes: int
+    """Bytes copied from GPU to CPU over the host link in the turns and the drain."""
+    loaded_bytes: int
+    """Bytes loaded back from CPU over the host link in the turns and the drain."""
+    recompute_tokens: int
+    """Prefill tokens computed again, in the turns and the drain, because their KV had been
+    discarded (an eviction, a forced preemption, a discarded paused session)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in ("first_token_steps", "resumed_first_token_steps"):
+            data[key] = list(data[key])
+        for key in ("token_gaps", "completed"):
+            data[key] = [list(pair) for pair in data[key]]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ServingRecord:
+        values = dict(data)
+        for key in ("first_token_steps", "resumed_first_token_steps"):
+            values[key] = tuple(values[key])
+        values["token_gaps"] = tuple((gap, count) for gap, count in values["token_gaps"])
+        values["completed"] = tuple((wait, tpot) for wait, tpot in values["completed"])
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
 class EpisodeRecord:
     scenario: str
     seed: int
@@ -101,6 +150,9 @@ class EpisodeRecord:
     drain_capped: bool = False
     """The drain reached its safety cap (`Scenario.drain_cap`): whatever was left failed. Never
     true on the suite (tested); true means a runaway engine, not a policy's doing."""
+    serving: ServingRecord | None = None
+    """What its clients saw (latencies, link traffic, recompute); None in a record written
+    before these were kept (its serving metrics are then blank)."""
 
     @property
     def usage(self) -> tuple[float, ...]:
@@ -123,15 +175,16 @@ class EpisodeRecord:
             data[key] = list(data[key])
         data["evictions"] = [_flat(e) for e in self.evictions]
         data["residents"] = [_flat(r) for r in self.residents]
+        data["serving"] = self.serving.to_dict() if self.serving is not None else None
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EpisodeRecord:
         known = {f.name for f in fields(cls)}
-        missing = known - data.keys()
+        missing = known - data.keys() - _LATER_FIELDS
         if missing:
             raise ValueError(f"episode record lacks fields: {', '.join(sorted(missing))}")
-        values = {k: data[k] for k in known}
+        values = {k: data[k] for k in known if k in data}
         for key in _SERIES:
             values[key] = tuple(values[key])
         values["evictions"] = tuple(
@@ -142,10 +195,14 @@ class EpisodeRecord:
             ResidentRecord(**{**r, "block_type": BlockType(r["block_type"])})
             for r in data["residents"]
         )
+        serving = data.get("serving")
+        values["serving"] = ServingRecord.from_dict(serving) if serving is not None else None
         return cls(**values)
 
 
 _FIELDS = tuple(f.name for f in fields(EpisodeRecord))
+_LATER_FIELDS = frozenset({"serving"})
+"""Fields records written before them lack (read as their defaults)."""
 RECORD_FIELDS = frozenset(_FIELDS)
 """The record's field names (each tool's counter is one: `actions.Tool.counter`)."""
 

@@ -71,6 +71,18 @@ class Sequence:
     history, `catalogue.informative`). engine"""
     log_ratio_sum: float = 0.0
     """Sum over those pauses of log(pause / its tool's median) (`catalogue.log_ratio`). engine"""
+    # --- what its client saw (`record.ServingRecord`; steps of the engine clock, where step k
+    # spans [k, k + 1): an arrival comes at the end of its step, a return at the start of its
+    # step, a prefill's token at the end of its step, decode tokens at its pace from the start)
+    first_token_wait: float = -1.0
+    """Steps from its arrival to its first token (-1 until that comes). engine"""
+    resumed_waits: tuple[float, ...] = ()
+    """Steps from each resumed call's return to that call's first token, in order. engine"""
+    stalls: tuple[float, ...] = ()
+    """Gaps between two tokens of one call longer than its decode pace, in steps: where it was
+    preempted, offloaded or left waiting. engine"""
+    lost_tokens: int = 0
+    """Leading context tokens whose KV was discarded and is not yet recomputed (0: none). engine"""
 
     total_output: int = field(init=False, default=0)
     """`request.total_output`, read once: `progress` is read for every resident sequence on
@@ -120,6 +132,10 @@ class Sequence:
         new.preemptions = 0
         new.pauses_done = 0
         new.log_ratio_sum = 0.0
+        new.first_token_wait = -1.0
+        new.resumed_waits = ()
+        new.stalls = ()
+        new.lost_tokens = 0
         new.total_output = request.total_output
         return new
 
@@ -153,6 +169,10 @@ class Sequence:
         new.preemptions = self.preemptions
         new.pauses_done = self.pauses_done
         new.log_ratio_sum = self.log_ratio_sum
+        new.first_token_wait = self.first_token_wait
+        new.resumed_waits = self.resumed_waits
+        new.stalls = self.stalls
+        new.lost_tokens = self.lost_tokens
         new.total_output = self.total_output
         return new
 
@@ -269,6 +289,11 @@ class Sequence:
     @property
     def has_more_calls(self) -> bool:
         return self.call < len(self.request.followups)
+
+    @property
+    def calls_answered(self) -> int:
+        """Calls whose first token has come."""
+        return (self.first_token_wait >= 0) + len(self.resumed_waits)
 
 
 _new = object.__new__

@@ -41,7 +41,7 @@ from .engine import Engine, StepStats
 from .events import Subscriber
 from .frozen import slot_constructor
 from .observation import Observation, Queue, Table, build_observation
-from .record import RECORD_FIELDS, EpisodeRecord, ResidentRecord
+from .record import RECORD_FIELDS, EpisodeRecord, ResidentRecord, ServingRecord
 from .reference import Reference, run_reference
 from .scenario import Scenario
 from .sequence import Sequence
@@ -134,6 +134,13 @@ class Simulator:
         self.engine = Engine(scenario, self.schedule, capacity)
         for _ in range(scenario.warmup_steps):
             self.engine.step()
+        engine = self.engine
+        self._before_turns = frozenset(
+            seq_id for seq_id, seq in engine.sequences.items() if seq.status in _DONE
+        )
+        """Requests finished or failed in the warm-up (not among those the episode serves)."""
+        self._moved_before = (engine.blocks_out, engine.blocks_in, engine.recomputed_tokens)
+        """The engine's link and recompute counters at the first turn."""
         self.turn = 0
         self._stats: list[StepStats] = []
         self._drain: list[StepStats] = []
@@ -362,6 +369,51 @@ class Simulator:
             reference_drain_tokens=self.reference.drain_tokens,
             reference_ideal_block_steps=self.reference.ideal_block_steps,
             paused_evictions=sum(1 for e in evictions if e.paused),
+            serving=self._serving_record(),
+        )
+
+    def _serving_record(self) -> ServingRecord:
+        """What the clients of the requests the episode serves saw (`ServingRecord`), from each
+        request's own log (`Sequence.first_token_wait`, `resumed_waits`, `stalls`)."""
+        engine = self.engine
+        before = self._before_turns
+        first: list[float] = []
+        resumed: list[float] = []
+        completed: list[tuple[float, float]] = []
+        gaps: dict[float, int] = {}
+        served = 0
+        for seq_id, seq in engine.sequences.items():
+            if seq_id in before:
+                continue
+            served += 1
+            if seq.first_token_wait >= 0:
+                first.append(seq.first_token_wait)
+            resumed.extend(seq.resumed_waits)
+            stalls = seq.stalls
+            between = seq.generated - seq.calls_answered  # gaps between tokens of one call
+            paced = between - len(stalls)
+            pace = 1.0 / seq.request.decode_rate
+            if paced:
+                gaps[pace] = gaps.get(pace, 0) + paced
+            for stall in stalls:
+                gaps[stall] = gaps.get(stall, 0) + 1
+            if seq.status is Status.FINISHED:
+                slowest = max((seq.first_token_wait, *seq.resumed_waits))
+                per_token = (paced * pace + sum(stalls)) / between if between else 0.0
+                completed.append((slowest, per_token))
+        scenario = self.scenario
+        block_bytes = scenario.block_size * scenario.bytes_per_token
+        out, into, recomputed = self._moved_before
+        return ServingRecord(
+            step_seconds=scenario.step_seconds,
+            requests=served,
+            first_token_steps=tuple(first),
+            resumed_first_token_steps=tuple(resumed),
+            token_gaps=tuple(sorted(gaps.items())),
+            completed=tuple(completed),
+            offloaded_bytes=(engine.blocks_out - out) * block_bytes,
+            loaded_bytes=(engine.blocks_in - into) * block_bytes,
+            recompute_tokens=engine.recomputed_tokens - recomputed,
         )
 
     def _tool_counters(self) -> dict[str, int]:
@@ -384,6 +436,8 @@ class Simulator:
         "_drain_failures",
         "_residents",
         "_calls_this_turn",
+        "_before_turns",
+        "_moved_before",
     )
     """Fields a clone shares: immutable values (the residents are a tuple of frozen records)."""
     READ_ONLY_FIELDS: ClassVar[frozenset[str]] = frozenset()
@@ -435,6 +489,7 @@ class Simulator:
 _SIMULATOR_FIELDS = len(Simulator.SHARED_FIELDS) + len(Simulator.OWN_FIELDS)
 _HOLDING = (Status.RUNNING, Status.PAUSED, Status.SWAPPED)
 _ON_GPU = (Status.RUNNING, Status.PAUSED)
+_DONE = (Status.FINISHED, Status.FAILED)
 
 
 def _id_order(seq_id: str) -> tuple[int, str]:
