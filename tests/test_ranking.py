@@ -112,3 +112,22 @@ def test_every_agent_is_compared_with_the_anchors_on_paired_draws():
     assert cells["agent"][0] == "regime-rule (anchor)" and cells["beats regime-rule"][0] == "–"
     without = rank_agents(suite({"good": 0.8}), ["hard"], anchors=ANCHORS)
     assert without.anchors == [] and "beats" not in " ".join(ranking_headers(without))
+
+
+def test_the_terminal_ranking_keeps_whole_cells_beside_the_anchors():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from evals.report.terminal import ranking_table
+    from kv_cache_env.policies import ANCHORS
+
+    offsets = {"a-long-agent-name+with-parts": 0.8, "vllm-default": 0.3, "regime-rule": 0.7}
+    ranking = rank_agents(suite(offsets), ["hard", "agent-tools"], anchors=ANCHORS)
+    for width in (80, 100, 120, 200):
+        buffer = StringIO()
+        ranking_table(ranking, "ranking", width=width).print(Console(file=buffer, width=width))
+        text = buffer.getvalue()
+        assert "…" not in text and max(map(len, text.splitlines())) <= width
+        header = next(line for line in text.splitlines() if " agent " in line)
+        assert ("beats regime-rule" in header) == (width >= 200), width

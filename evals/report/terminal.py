@@ -19,6 +19,7 @@ from ..common.console import out_console
 from ..serving.normalize import FLOOR, MIN_RANGE
 from . import context_board
 from .build import Board
+from .display import display_name
 from .ranking import Ranking
 from .tables import ranking_cells, ranking_headers
 
@@ -30,8 +31,9 @@ SHORT = {
 """Report header -> the terminal's."""
 DROP = {"rank 95% interval": 3, "mean reward": 2, "episodes": 4}
 """Which columns go first at a narrow width (higher: sooner); a scenario's column goes before
-any of these, the rank, agent and score never."""
+any of these, whether an agent beats an anchor after them, the rank, agent and score never."""
 SCENARIO_DROP = 5
+ANCHOR_DROP = 1
 
 
 def ranking_table(
@@ -46,11 +48,18 @@ def ranking_table(
     """One ranking as a terminal table; `ends`: the agents at 0 and 1 of the score, `what`: what
     the ranking averages over (a serving scenario, a context level)."""
     headers = ranking_headers(ranking)
-    scenarios = set(headers[4 : 4 + len(ranking.normalized)])
+    scenarios = {display_name(sc) for sc in ranking.normalized}
+    anchors = {f"beats {display_name(a)}" for a in ranking.anchors}
+
+    def drop(header: str) -> int:
+        if header in scenarios:
+            return SCENARIO_DROP
+        return ANCHOR_DROP if header in anchors else DROP.get(header, 0)
+
     columns = [
         Column(
             SHORT.get(header, header),
-            drop=SCENARIO_DROP if header in scenarios else DROP.get(header, 0),
+            drop=drop(header),
             justify="left" if header == "agent" else "right",
         )
         for header in headers
