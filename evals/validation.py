@@ -102,7 +102,7 @@ def validate_command(
     status_line(f"validate: loading the {'' if family == 'all' else family + ' '}checks")
     from .common.edge import InputError
     from .context.validate import context_validation_jobs, run_context_validation
-    from .serving.validate import Sizes, run_validation
+    from .serving.validate import run_validation
 
     check_options(
         {
@@ -116,14 +116,7 @@ def validate_command(
     serving, context = family in ("serving", "all"), family in ("context", "all")
     if resume and out is None:
         raise InputError("--resume needs --out DIR (the run to continue)")
-    sizes = Sizes(
-        episodes=episodes,
-        expert=min(episodes, expert_episodes or 30),
-        ablation=min(episodes, ablation_episodes or 30),
-        expert_ablation=min(episodes, 10),
-        told=min(episodes, 10),
-        screen=screen_episodes,
-    )
+    sizes = _sizes(episodes, expert_episodes, ablation_episodes, screen_episodes)
     store = _store(out, sizes, resume) if out is not None and serving else None
     total = len(context_validation_jobs(episodes)) * context
     try:
@@ -142,6 +135,20 @@ def validate_command(
     if store is not None:
         console.print(f"wrote {store.write_checks(checks)}")
     _print(checks)
+
+
+def _sizes(episodes: int, expert: int | None, ablation: int | None, screen: int) -> Sizes:
+    """The serving checks' sizes: the expert's and the masked bounds' seeds default to 30."""
+    from .serving.validate import Sizes
+
+    return Sizes(
+        episodes=episodes,
+        expert=min(episodes, expert or 30),
+        ablation=min(episodes, ablation or 30),
+        expert_ablation=min(episodes, 10),
+        told=min(episodes, 10),
+        screen=screen,
+    )
 
 
 def _store(out: Path, sizes: Sizes, resume: bool) -> JobStore:

@@ -166,7 +166,7 @@ def test_cache_replay_command_on_served_transcripts(tmp_path: Path) -> None:
         assert label in table.output
     as_json = runner.invoke(app, ["cache-replay", str(out / "transcripts"), *prices, "--json"])
     assert as_json.exit_code == 0, as_json.output
-    payload = json.loads(as_json.output)
+    payload = json.loads(as_json.stdout)  # (the status line goes to stderr)
     rows = {row["strategy"]: row for row in payload["strategies"]}
     assert payload["transcripts"] == 4
     assert rows["none"]["cached_fraction"] == 0 and rows["none"]["cost_vs_none"] == 1

@@ -176,17 +176,8 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
                     if run.done((level, agent, seed)):
                         continue
                     progress.update(task, description=f"{level} {agent} seed {seed}")
-                    try:
-                        if args.model:
-                            endpoint = (agent_base, agent_key, agent_name or "")
-                            result = _play_model(args, endpoint, reader, reader_label, level, seed)
-                        else:
-                            result = _play_baseline(args, agent, reader, reader_label, level, seed)
-                    except ArchiveWriteError as error:  # the episode's archive: a full disk
-                        raise OutputError(
-                            f"cannot write {error.filename}: {describe(error)}"
-                        ) from None
-                    run.add(result)
+                    endpoint = (agent_base, agent_key, agent_name or "")
+                    run.add(_play(args, endpoint, agent, reader, reader_label, level, seed))
                     progress.advance(task)
             results = run.finish(jobs)
             status = "complete"
@@ -205,6 +196,25 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             with suppress(OutputError):  # an error on its way out says what went wrong
                 _write_info(args, reader_label, results, status, started, reason)
     return results
+
+
+def _play(
+    args: ContextEvalArgs,
+    endpoint: tuple[str | None, str, str],
+    agent: str,
+    reader: Reader,
+    reader_label: str,
+    level: str,
+    seed: int,
+) -> dict[str, Any]:
+    """One episode's result: the model at `endpoint` (with --model) or the baseline `agent`; a
+    full disk under the episode's archive is the one-line `cannot write` error."""
+    try:
+        if args.model:
+            return _play_model(args, endpoint, reader, reader_label, level, seed)
+        return _play_baseline(args, agent, reader, reader_label, level, seed)
+    except ArchiveWriteError as error:
+        raise OutputError(f"cannot write {error.filename}: {describe(error)}") from None
 
 
 def _reader_label(args: ContextEvalArgs) -> str:

@@ -67,18 +67,11 @@ def cache_replay_command(
     from .minimums import min_cacheable_tokens
     from .replay_table import run_cache_replay
 
-    check_options(
-        {
-            "--price-in": price_in,
-            "--price-cached": price_cached,
-            "--price-write": price_write,
-            "--cache-min-tokens": cache_min_tokens,
-            "--cache-buffer-multiplier": cache_buffer_multiplier,
-        }
-    )
+    limits = {"--price-in": price_in, "--price-cached": price_cached, "--price-write": price_write}
+    limits |= {"--cache-min-tokens": cache_min_tokens}
+    check_options(limits | {"--cache-buffer-multiplier": cache_buffer_multiplier})
     for transcript in transcripts:
         check_path(transcript, "TRANSCRIPTS")
-
     if cache_min_tokens is None:
         cache_min_tokens = min_cacheable_tokens(for_model)
     run_cache_replay(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from ..common.console import console, status_line
 from ..common.durable import OutputError, describe
 from ..common.edge import InputError, check_options, check_out_dir, check_path
 from ..common.outcome import RunDone
+
+if TYPE_CHECKING:
+    from ..prompt_cache.provider import Prices
 
 
 def close_run(value: object, **_group_options: object) -> None:
@@ -34,6 +37,27 @@ def close_run(value: object, **_group_options: object) -> None:
     console.print(f"report: {command}", soft_wrap=True, highlight=False)
     if value.exit_status:
         raise typer.Exit(value.exit_status)
+
+
+def _checked(
+    runs: list[Path], out: Path, dataset: Path | None, given: tuple[float | None, ...]
+) -> Prices | None:
+    """The report's paths and prices checked at the edge; the prices, when all three are given."""
+    from ..prompt_cache.provider import Prices
+
+    price_in, price_cached, price_write = given
+    check_options(
+        {"--price-in": price_in, "--price-cached": price_cached, "--price-write": price_write}
+    )
+    for run in runs:
+        check_path(run, "RUNS")
+    check_path(out, "--out")
+    if dataset is not None:
+        check_path(dataset, "--dataset")
+    prices = [p for p in given if p is not None]
+    if len(prices) not in (0, 3):
+        raise InputError("give all three of --price-in, --price-cached and --price-write, or none")
+    return Prices(*prices) if prices else None
 
 
 def report_command(
@@ -70,7 +94,6 @@ def report_command(
     per family (serving, context); with the three prices, also the input cost per episode in
     dollars from the recorded usage. Prints the rankings it wrote."""
     status_line(f"report: reading {len(runs)} run(s)")
-    from ..prompt_cache.provider import Prices
     from .build import (
         ReportError,
         assemble,
@@ -81,18 +104,7 @@ def report_command(
     )
     from .terminal import print_rankings
 
-    check_options(
-        {"--price-in": price_in, "--price-cached": price_cached, "--price-write": price_write}
-    )
-    for run in runs:
-        check_path(run, "RUNS")
-    check_path(out, "--out")
-    if dataset is not None:
-        check_path(dataset, "--dataset")
-    given = [p for p in (price_in, price_cached, price_write) if p is not None]
-    if len(given) not in (0, 3):
-        raise InputError("give all three of --price-in, --price-cached and --price-write, or none")
-    prices = Prices(*given) if given else None
+    prices = _checked(runs, out, dataset, (price_in, price_cached, price_write))
     try:
         results, duplicates = read_results(runs)
     except ReportError as error:

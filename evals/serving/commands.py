@@ -289,10 +289,8 @@ def bench_command(
     """Measure simulator speed, the full-trace replay time and the observation size; with
     --before, the engine-speed table of this tree against an older commit's worktree."""
     status_line("bench: loading the simulator")
-    from kv_cache_env.traces.trace_data import resolve_trace
-
     from .bench import run_bench
-    from .speed import NAIVE_REPLAY, run_speed, speed_table
+    from .speed import run_speed, speed_table
 
     check_options(
         {
@@ -302,17 +300,7 @@ def bench_command(
             "--speed-episodes": speed_episodes,
         }
     )
-    for option, path in (("--trace", trace), ("--before", before), ("--naive", naive)):
-        if path is not None:
-            check_path(path, option)
-    if not resolve_trace(trace).is_file():
-        raise InputError(f"{trace}: no such trace file")
-    if before is not None and not (before / "environments" / "kv_cache_env").is_dir():
-        raise InputError(f"{before}: not a kvcache-arena worktree (git worktree add --detach ...)")
-    if naive is not None and not naive.is_file():
-        raise InputError(f"--naive {naive}: no such file")
-    if naive is None and NAIVE_REPLAY.is_file():
-        naive = NAIVE_REPLAY
+    naive = _bench_paths(trace, before, naive)
     figures = run_bench(episodes=episodes, trace=trace, progress=None if as_json else console)
     if speed:
         figures["speed"] = run_speed(
@@ -333,6 +321,24 @@ def bench_command(
     out_console.print(table)
     if speed:
         out_console.print(speed_table(figures["speed"]))
+
+
+def _bench_paths(trace: str, before: Path | None, naive: Path | None) -> Path | None:
+    """bench's paths checked at the edge; the naive replay to time (the shipped one by default)."""
+    from kv_cache_env.traces.trace_data import resolve_trace
+
+    from .speed import NAIVE_REPLAY
+
+    for option, path in (("--trace", trace), ("--before", before), ("--naive", naive)):
+        if path is not None:
+            check_path(path, option)
+    if not resolve_trace(trace).is_file():
+        raise InputError(f"{trace}: no such trace file")
+    if before is not None and not (before / "environments" / "kv_cache_env").is_dir():
+        raise InputError(f"{before}: not a kvcache-arena worktree (git worktree add --detach ...)")
+    if naive is not None and not naive.is_file():
+        raise InputError(f"--naive {naive}: no such file")
+    return NAIVE_REPLAY if naive is None and NAIVE_REPLAY.is_file() else naive
 
 
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON that a script can read.")]
