@@ -34,11 +34,16 @@ def ranking_headers(ranking: Ranking) -> list[str]:
         "rank 95% interval",
         "agent",
         "normalized score (95% CI)",
-        *(f"beats {display_name(a)}" for a in ranking.anchors),
+        *(anchor_header(a) for a in ranking.anchors),
         *(display_name(sc) for sc in ranking.normalized),
         "mean reward",
         "episodes",
     ]
+
+
+def anchor_header(anchor: str) -> str:
+    """The ranking column saying whether each agent beats `anchor`."""
+    return f"beats {display_name(anchor)}"
 
 
 def beats(versus: tuple[float, float, float] | None) -> Cell:

@@ -21,7 +21,7 @@ from . import context_board
 from .build import Board
 from .display import display_name
 from .ranking import Ranking
-from .tables import ranking_cells, ranking_headers
+from .tables import anchor_header, ranking_cells, ranking_headers
 
 SHORT = {
     "rank 95% interval": "rank CI",
@@ -49,7 +49,7 @@ def ranking_table(
     the ranking averages over (a serving scenario, a context level)."""
     headers = ranking_headers(ranking)
     scenarios = {display_name(sc) for sc in ranking.normalized}
-    anchors = {f"beats {display_name(a)}" for a in ranking.anchors}
+    anchors = {anchor_header(a) for a in ranking.anchors}
 
     def drop(header: str) -> int:
         if header in scenarios:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kv_cache_env.policies import Policy, available, create
+from kv_cache_env.policies.regime_rule import RegimeRulePolicy
 from kv_cache_env.policies.rule_grid import (
     OneLiner,
     conditions,
@@ -266,7 +267,7 @@ def _screen_scores(
 
 
 # --- the proof block ---------------------------------------------------------------------------
-ANCHOR = "regime-rule"
+ANCHOR = RegimeRulePolicy.name
 """The registered anchor that plays, per scenario, the fixed rule best there on tuning seeds."""
 
 
