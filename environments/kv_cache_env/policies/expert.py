@@ -12,9 +12,10 @@ table, given what the text shows) and plans on them:
   discard the sessions paused on a class of tools, compress running sequences to a usage
   target, discard the least recently used to a target) plus InferCept's per-session min-waste
   choice at several weights — each followed by the incumbent to the end;
-- it takes the best move on average, unless it beats the incumbent's own move by less than
-  `margin` (a move chosen among many on a few worlds is partly chosen for its luck); a pool
-  policy that wins becomes the incumbent.
+- it takes the move whose gain over the incumbent's own move, less `confidence` standard errors
+  of that gain across the worlds, is largest, unless that is below `margin`: a move chosen among
+  thirty on six worlds is partly chosen for its luck, and a gain that is not clear of the worlds'
+  noise is not taken; a pool policy that wins becomes the incumbent.
 Its random draws come from a generator seeded by the observation's text (and the scenario's
 name), never by the episode: it is deterministic, and two episodes whose observations agree get
 the same action whatever their hidden parts (`tests/test_honesty.py`, which changes them with
@@ -61,6 +62,12 @@ MARGIN = 0.01
 tuning seeds per regime, 0.01 left the expert 0.013 of the range nearer the best fixed rule on
 average than 0.002 did, 0.02 0.022 nearer but 0.05 further on agent-remote: within noise, a
 compromise)."""
+CONFIDENCE = 1.0
+"""Standard errors of its gain across the worlds a move must clear to be taken (module doc). On
+12 tuning seeds per regime (920000+), against `regime-rule` as a share of the range: with 0 it
+was 0.08 below on big-cpu and 0.05 on slow-prefill; with 2 it hardly left its incumbent (0.04
+below on agent-remote, +0.02 on agent-tools); with 1 it was within 0.02 below on big-cpu and
+above elsewhere (agent-tools +0.09, agent-remote +0.05)."""
 WASTE_WEIGHTS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
@@ -111,6 +118,7 @@ class ExpertPolicy(SimulatorPolicy):
         pool: Sequence[Callable[[], Policy]] = POOL,
         macros: Sequence[tuple[str, Macro]] = EXPERT_MACROS,
         margin: float = MARGIN,
+        confidence: float = CONFIDENCE,
         mask: str | None = None,
         reveal: frozenset[str] = frozenset(),
         weights: Weights = DEFAULT_WEIGHTS,
@@ -127,6 +135,7 @@ class ExpertPolicy(SimulatorPolicy):
         self._factories = tuple(pool)
         self.macros = tuple(macros)
         self.margin = margin
+        self.confidence = confidence
         self.mask = mask
         self.reveal = frozenset(reveal)
         self._pool: list[Policy] = []
@@ -152,7 +161,7 @@ class ExpertPolicy(SimulatorPolicy):
         if self._incumbent is None:
             self._incumbent = self._best_policy(worlds)
         incumbent = self._pool[self._incumbent]
-        options: dict[tuple[Action, ...], tuple[float, int | None]] = {}
+        options: dict[tuple[Action, ...], tuple[np.ndarray, int | None]] = {}
         own = tuple(self._masked(incumbent.act(obs)))
         options[own] = (self._score(worlds, list(own), incumbent), None)
         for index, policy in enumerate(self._pool):
@@ -163,8 +172,15 @@ class ExpertPolicy(SimulatorPolicy):
             move = tuple(self._masked(macro(obs)))
             if move not in options:
                 options[move] = (self._score(worlds, list(move), incumbent), None)
-        best = max(options, key=lambda m: options[m][0])
-        if options[best][0] < options[own][0] + self.margin:
+        base = options[own][0]
+
+        def gain(move: tuple[Action, ...]) -> float:
+            diff = options[move][0] - base
+            spread = float(diff.std(ddof=1)) / np.sqrt(len(diff)) if len(diff) > 1 else 0.0
+            return float(diff.mean()) - self.confidence * spread
+
+        best = max(options, key=gain)
+        if best == own or gain(best) < self.margin:
             return list(own)
         switch = options[best][1]
         if switch is not None:
@@ -176,13 +192,11 @@ class ExpertPolicy(SimulatorPolicy):
             return actions
         return [a for a in actions if a.kind != self.mask]
 
-    def _score(self, worlds: list[Simulator], first: list[Action], follower: Policy) -> float:
-        total = 0.0
-        for world in worlds:
-            reward, _ = play(world, first, follower, self.weights)
-            total += reward
+    def _score(self, worlds: list[Simulator], first: list[Action], follower: Policy) -> np.ndarray:
+        """The reward of `first` then `follower` to the end, in each world."""
+        rewards = [play(world, first, follower, self.weights)[0] for world in worlds]
         self.plays += len(worlds)
-        return total / len(worlds)
+        return np.asarray(rewards)
 
     def _regime_rule(self, scenario: str) -> int | None:
         """The pool's index of the fixed rule published as best for the scenario the text names
