@@ -44,6 +44,7 @@ from ..serving.summary import group_results
 from . import context_board
 from .context_board import ContextBoard, ContextRow
 from .display import display_name, html_text, markdown_cell
+from .episodes import Episode, episode_list_html, serving_episodes, write_pages
 from .ranking import RESAMPLES, Ranking, rank_agents
 from .tables import fmt, html_table, ranking_cells, ranking_headers, sort_key
 
@@ -118,13 +119,16 @@ def _episode_name(result: dict[str, Any]) -> str:
     )
 
 
-def read_results(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], int]:
+def read_results(
+    paths: Iterable[Path], origins: list[Path] | None = None
+) -> tuple[list[dict[str, Any]], int]:
     """(results, duplicates): every line of the run directories (their `results.jsonl`) or
     results files, of either family, read within `RESULTS_LIMITS` and checked by its family's
     schema (`result_check`). A line repeating an earlier one's episode (`episode_key`) byte
     for byte is counted once (`duplicates` says how many were dropped: the same run given
     twice); one that repeats the key with other content is refused, naming both lines. Each
-    family's lines must be of one suite version, the one this kvarena reports."""
+    family's lines must be of one suite version, the one this kvarena reports. `origins`: a
+    list to append each kept result's run directory to (where its transcripts are)."""
     results: list[dict[str, Any]] = []
     seen: dict[tuple[Any, ...], tuple[str, bytes]] = {}
     duplicates = 0
@@ -155,6 +159,8 @@ def read_results(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], int]:
                     continue
                 seen[key] = (f"{file}:{number}", digest)
                 results.append(result)
+                if origins is not None:
+                    origins.append(file.parent)
         except FileReadError as error:
             raise ReportError(str(error)) from None
     if not results:
@@ -458,9 +464,11 @@ def render_html(
     reference: str,
     context: ContextBoard | None = None,
     context_figs: Mapping[str, str] | None = None,
+    episode_list: str = "",
 ) -> str:
     """The page: per family (serving where `ranking` is given, then context where `context`
-    is) the ranking first, then the figures (full width), then every row."""
+    is) the ranking first, then the figures (full width), then every row; then `episode_list`
+    (the serving episodes' pages, `episodes.episode_list_html`)."""
     suites = [f"serving suite v{SUITE_VERSION}"] if ranking is not None else []
     suites += [f"context suite v{CONTEXT_SUITE_VERSION}"] if context is not None else []
     summary = ", ".join(suites)
@@ -475,6 +483,7 @@ def render_html(
         f"{', '.join(html_text(source, 200) for source in sources)}.</p>"
         f"{serving}"
         f"{context_board.render_html(context, context_figs or {}) if context else ''}"
+        f"{'<h2 id=episodes>Episodes</h2>' + episode_list if episode_list else ''}"
         f"<script>{_SCRIPT}</script></body></html>\n"
     )
 
@@ -583,18 +592,31 @@ def assemble(
     return Board(rows, ranking, board, source)
 
 
-def write_report(board: Board, out: Path, sources: Sequence[str]) -> list[Row | ContextRow]:
-    """Write `board` as `leaderboard.md` and `index.html` in `out`; returns its rows, serving
-    first."""
+def write_report(
+    board: Board, out: Path, sources: Sequence[str], episodes: Sequence[Episode] = ()
+) -> list[Row | ContextRow]:
+    """Write `board` as `leaderboard.md` and `index.html` in `out`, and a page per serving
+    episode of `episodes` in `out/episodes/` (`episodes.write_pages`, linked from the page);
+    returns its rows, serving first."""
     from .figures import build_context_figures, build_figures
 
     figs = build_figures(board.rows, board.ranking) if board.ranking is not None else {}
     out.mkdir(parents=True, exist_ok=True)
+    order = [(r.scenario, r.agent) for r in board.rows]
+    links = write_pages(episodes, order, out)
+    listing = episode_list_html(episodes, order, links) if serving_episodes(episodes) else ""
     # both files whole or neither (`durable`): a full disk leaves no half-written report
     markdown = render_markdown(board.rows, board.ranking, board.reference, board.context)
     context_figs = build_context_figures(board.context) if board.context else None
     page = render_html(
-        board.rows, board.ranking, figs, sources, board.reference, board.context, context_figs
+        board.rows,
+        board.ranking,
+        figs,
+        sources,
+        board.reference,
+        board.context,
+        context_figs,
+        listing,
     )
     write_all_atomic([(out / "leaderboard.md", markdown), (out / "index.html", page)])
     return [*board.rows, *(board.context.rows if board.context else [])]
@@ -611,7 +633,7 @@ def build_report(
     """Write the report of checked results of either family (`assemble`, then `write_report`);
     returns its rows, serving first."""
     board = assemble(results, prices, reference, reference_source)
-    return write_report(board, out, sources)
+    return write_report(board, out, sources, [Episode(r) for r in results])
 
 
 def _reference_source(

@@ -95,6 +95,7 @@ def report_command(
     dollars from the recorded usage. Prints the rankings it wrote."""
     status_line(f"report: reading {len(runs)} run(s)")
     from .build import (
+        Episode,
         ReportError,
         assemble,
         read_results,
@@ -102,11 +103,13 @@ def report_command(
         to_dataset,
         write_report,
     )
+    from .episodes import EPISODES_DIR
     from .terminal import print_rankings
 
     prices = _checked(runs, out, dataset, (price_in, price_cached, price_write))
+    origins: list[Path] = []
     try:
-        results, duplicates = read_results(runs)
+        results, duplicates = read_results(runs, origins)
     except ReportError as error:
         raise InputError(str(error)) from None
     if duplicates:
@@ -122,7 +125,8 @@ def report_command(
         console.print(f"reference: shipped table ({len(reference)} noop and bound episodes)")
     board = assemble(results, prices, reference)
     with console.status("rendering figures"):
-        rows = write_report(board, out, [str(r) for r in runs])
+        episodes = [Episode(r, run) for r, run in zip(results, origins, strict=True)]
+        rows = write_report(board, out, [str(r) for r in runs], episodes)
     if dataset is not None:
         try:
             to_dataset(results).save_to_disk(str(dataset))
@@ -134,4 +138,5 @@ def report_command(
     console.print(
         f"{len(results)} episodes ({failed} failed) in {len(rows)} rows: "
         f"{out / 'leaderboard.md'}, {out / 'index.html'}"
+        + (f", episode pages in {out / EPISODES_DIR}" if (out / EPISODES_DIR).is_dir() else "")
     )

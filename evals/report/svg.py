@@ -14,6 +14,7 @@ import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 WIDTH = 1000
 """viewBox width; the page scales it."""
@@ -278,3 +279,97 @@ def line_panels(
     parts += _legend(list(legend.values()), 30)
     height = max(24 + rows * (panel_h + 58), 30 + 18 * len(legend) + 10)
     return _frame(height, parts, title)
+
+
+TIMELINE_POINTS = 400
+"""Points of an episode's timeline: a longer episode (a full trace replay has thousands of
+turns) is drawn as that many buckets (the usage's mean, the events' sum per bucket)."""
+
+
+def _buckets(turns: int) -> list[tuple[int, int]]:
+    """[start, end) turn ranges, at most `TIMELINE_POINTS` of them, covering `turns`."""
+    count = min(turns, TIMELINE_POINTS)
+    edges = [round(i * turns / count) for i in range(count + 1)]
+    return [(a, b) for a, b in pairwise(edges) if b > a]
+
+
+def timeline(
+    usage: Sequence[float],
+    pressure: Sequence[bool],
+    lanes: Sequence[tuple[str, str, Sequence[int]]],
+    *,
+    title: str,
+    bands: Sequence[tuple[float, float, str]] = (),
+) -> str:
+    """One episode over its turns: memory usage as a line over `bands`, the turns under
+    `pressure` shaded, and below it one lane per event kind (label, colour, count per turn), a
+    dot per turn with events (its area grows with the count; its tooltip says it)."""
+    turns = len(usage)
+    buckets = _buckets(max(turns, 1))
+    left, right, top, plot_h, lane_h = 150, WIDTH - 20, 14, 170, 22
+    scale = _Scale(0, max(turns - 1, 1), left, right)
+
+    def y(v: float) -> float:
+        return top + plot_h - min(max(v, 0.0), 1.05) / 1.05 * plot_h
+
+    lane_top = top + plot_h + 10
+    bottom = lane_top + len(lanes) * lane_h
+    parts = [
+        f"<rect x='{left}' y='{y(high):.1f}' width='{right - left}' "
+        f"height='{y(low) - y(high):.1f}' fill='{colour}'/>"
+        for low, high, colour in bands
+    ]
+    parts += _x_axis(scale, top, bottom, "turn")
+    under = [any(pressure[a:b]) for a, b in buckets]
+    k = 0
+    while k < len(buckets):  # one rectangle per run of pressured buckets
+        if not under[k]:
+            k += 1
+            continue
+        end = k
+        while end + 1 < len(buckets) and under[end + 1]:
+            end += 1
+        x0 = max(scale(buckets[k][0] - 0.5), left)  # a turn's slot: half a turn each side
+        x1 = min(scale(buckets[end][1] - 0.5), right)
+        parts.append(
+            f"<rect x='{x0:.1f}' y='{top}' width='{x1 - x0:.1f}' height='{plot_h}' "
+            f"fill='#D55E00' fill-opacity='0.18'><title>under pressure: turns "
+            f"{buckets[k][0]}-{buckets[end][1] - 1}</title></rect>"
+        )
+        k = end + 1
+    for tick in (0.0, 0.5, 0.8, 1.0):
+        parts.append(_text(left - 6, y(tick) + 4, f"{tick:g}", "end"))
+    middle = top + plot_h / 2
+    parts.append(
+        _text(
+            left - 40,
+            middle,
+            "GPU memory usage",
+            "middle",
+            f"transform='rotate(-90 {left - 40} {middle:.0f})'",
+        )
+    )
+    means = [(a, sum(usage[a:b]) / (b - a)) for a, b in buckets if b <= turns]
+    points = " ".join(f"{scale(a):.1f},{y(v):.1f}" for a, v in means)
+    parts.append(
+        f"<rect x='{left}' y='{top}' width='{right - left}' height='{plot_h}' fill='none' "
+        "stroke='#bbb'/>"
+        f"<polyline points='{points}' fill='none' stroke='#0072B2' stroke-width='2'/>"
+    )
+    for i, (label, colour, counts) in enumerate(lanes):
+        cy = lane_top + i * lane_h + lane_h / 2
+        parts.append(_text(left - 6, cy + 4, label, "end"))
+        parts.append(
+            f"<line x1='{left}' x2='{right}' y1='{cy:.1f}' y2='{cy:.1f}' stroke='#e4e4e4'/>"
+        )
+        for a, b in buckets:
+            n = sum(counts[a:b])
+            if n <= 0:
+                continue
+            r = min(2.5 + 1.5 * math.sqrt(n), 9.0)
+            when = f"turn {a}" if b - a == 1 else f"turns {a}-{b - 1}"
+            parts.append(
+                f"<circle cx='{scale(a):.1f}' cy='{cy:.1f}' r='{r:.1f}' fill='{colour}'>"
+                f"<title>{when}: {n} {html.escape(label)}</title></circle>"
+            )
+    return _frame(bottom + 45, parts, title)
