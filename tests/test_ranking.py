@@ -4,12 +4,13 @@ scenarios with a range, and bootstrap intervals of the score and the rank."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
-from evals.report.figures import agent_styles
+from evals.report.figures import FLOOR_GREY, PALETTE, agent_styles, series_style
 from evals.report.ranking import rank_agents
-from evals.report.svg import nice_ticks
+from evals.report.svg import CHAR_W, WIDTH, Series, dot_chart, nice_ticks
 
 
 def result(agent: str, scenario: str, seed: int, reward: float) -> dict:
@@ -131,3 +132,32 @@ def test_the_terminal_ranking_keeps_whole_cells_beside_the_anchors():
         assert "…" not in text and max(map(len, text.splitlines())) <= width
         header = next(line for line in text.splitlines() if " agent " in line)
         assert ("beats regime-rule" in header) == (width >= 200), width
+
+
+def test_each_series_has_its_own_colour_then_its_own_marker():
+    styles = [series_style(k) for k in range(3 * len(PALETTE))]
+    assert len({colour for colour, _, _ in styles[: len(PALETTE)]}) == len(PALETTE)
+    assert len(PALETTE) >= 11  # the suite's scenarios and a trace: a colour each
+    assert len({(colour, marker) for colour, marker, _ in styles}) == len(styles)
+    assert "#000000" not in PALETTE and FLOOR_GREY not in PALETTE  # the bound's and noop's
+
+
+def test_legend_labels_are_whole_and_inside_the_figure():
+    labels = ["trace:mooncake-conversation", "discard-paused+compress-all", "x" * 40]
+    svg = dot_chart(
+        ["a", "b"],
+        [Series(label, [0.1, 0.2], PALETTE[k]) for k, label in enumerate(labels)],
+        x_label="score",
+        title="t",
+    )
+    for label in labels:
+        text = re.search(rf"<text x='([0-9.]+)'[^>]*>{re.escape(label)}</text>", svg)
+        assert text, label
+        assert float(text.group(1)) + CHAR_W * len(label) <= WIDTH
+
+
+def test_category_labels_are_whole_and_inside_the_figure():
+    long = "<b>m</b><script>alert(1)</script>" + "x" * 6  # 40 characters, a cut name's length
+    svg = dot_chart([long, "lru"], [Series("s", [0.1, 0.2], PALETTE[0])], x_label="x", title="t")
+    text = re.search(r"<text x='([0-9.]+)' [^>]*text-anchor='end'[^>]*>&lt;b&gt;m", svg)
+    assert text and float(text.group(1)) - CHAR_W * len(long) >= 0

@@ -11,6 +11,7 @@ from ..common.console import console, status_line
 from ..common.durable import OutputError, describe
 from ..common.edge import InputError, check_options, check_out_dir, check_path
 from ..common.outcome import RunDone
+from . import MIN_EPISODES
 
 if TYPE_CHECKING:
     from ..prompt_cache.provider import Prices
@@ -89,6 +90,15 @@ def report_command(
         float | None,
         typer.Option(min=0, metavar="PRICE", help="$ per M input tokens written to the cache."),
     ] = None,
+    min_episodes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Paired episodes a scenario needs to count in the suite mean (fewer: shown, "
+            "flagged, not counted; 1 counts every scenario).",
+        ),
+    ] = MIN_EPISODES,
 ) -> None:
     """Build leaderboard.md and a self-contained index.html from one or more runs, a section
     per family (serving, context); with the three prices, also the input cost per episode in
@@ -123,7 +133,7 @@ def report_command(
     reference = shipped_reference(runs, results)
     if reference:
         console.print(f"reference: shipped table ({len(reference)} noop and bound episodes)")
-    board = assemble(results, prices, reference)
+    board = assemble(results, prices, reference, min_episodes=min_episodes)
     with console.status("rendering figures"):
         episodes = [Episode(r, run) for r, run in zip(results, origins, strict=True)]
         rows = write_report(board, out, [str(r) for r in runs], episodes)

@@ -227,7 +227,10 @@ def read_transcript(episode: Episode) -> tuple[list[dict[str, Any]] | None, str]
         return None, ""
     scenario, agent, seed = episode_id(episode.result)
     path = episode.run / "transcripts" / transcript_name(scenario, agent, seed)
-    if not path.is_file():
+    try:
+        if not path.is_file():
+            return None, ""
+    except OSError:  # a name too long for a file: no run could have written its transcript
         return None, ""
     try:
         data = read_json(path, TRANSCRIPT_LIMITS)

@@ -21,7 +21,7 @@ from . import context_board
 from .build import Board
 from .display import display_name
 from .ranking import Ranking
-from .tables import anchor_header, ranking_cells, ranking_headers
+from .tables import anchor_header, few_header, ranking_cells, ranking_headers
 
 SHORT = {
     "rank 95% interval": "rank CI",
@@ -49,6 +49,7 @@ def ranking_table(
     the ranking averages over (a serving scenario, a context level)."""
     headers = ranking_headers(ranking)
     scenarios = {display_name(sc) for sc in ranking.normalized}
+    scenarios |= {few_header(sc, n) for sc, n in ranking.few.items()}
     anchors = {anchor_header(a) for a in ranking.anchors}
 
     def drop(header: str) -> int:
@@ -80,7 +81,11 @@ def _caption(ranking: Ranking, ends: tuple[str, str], what: str) -> str:
         f"score: mean over {len(ranking.normalized)} {what}(s) of (agent - {floor}) / "
         f"({top} - {floor}) on paired seeds, 95% CI by a paired bootstrap over seeds"
     )
+    if ranking.few:
+        text += f"; fewer than {ranking.min_seeds} paired episodes, shown but not in the mean: "
+        text += ", ".join(f"{sc} ({n})" for sc, n in ranking.few.items())
     left_out = [sc for sc in ranking.scenarios if sc not in ranking.normalized]
+    left_out = [sc for sc in left_out if sc not in ranking.few]
     if left_out:
         text += f"; not in the mean ({top} - {floor} < {MIN_RANGE}, or not run): "
         text += ", ".join(left_out)
