@@ -59,20 +59,15 @@ SERVING_METRIC_NAMES: tuple[str, ...] = (
 METRIC_NAMES: tuple[str, ...] = (*BASE_METRIC_NAMES, *SERVING_METRIC_NAMES)
 
 
-def pressure_turns(record: EpisodeRecord) -> list[bool]:
-    """Per turn, whether it was under pressure: usage >= 0.95, a forced preemption, or a
-    failure."""
-    return [
-        usage >= PRESSURE_USAGE or bool(forced) or bool(failed)
+def pressure_steps(record: EpisodeRecord) -> int:
+    """Turns with usage >= 0.95, a forced preemption, or a failure."""
+    return sum(
+        1
         for usage, forced, failed in zip(
             record.usage, record.forced_preemptions, record.failures, strict=True
         )
-    ]
-
-
-def pressure_steps(record: EpisodeRecord) -> int:
-    """Turns under pressure (`pressure_turns`)."""
-    return sum(pressure_turns(record))
+        if usage >= PRESSURE_USAGE or forced or failed
+    )
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:

@@ -17,6 +17,7 @@ from evals.report import episodes
 from evals.report.episodes import EPISODES_DIR, page_name
 from evals.serving.jobs import EpisodeJob, run_job
 from kv_cache_env.episodes import EpisodeSpec
+from kv_cache_env.sim import EpisodeRecord
 from rubrics import COMPONENTS
 
 runner = CliRunner()
@@ -115,6 +116,9 @@ def test_a_model_page_shows_its_transcript_turn_by_turn(report):
     assert page.count("<details class='turn") == 6 + 1  # six turns and the system prompt
     assert page.count("→ evict({&quot;seq_id&quot;: &quot;r&lt;1&gt;&quot;})") == 6
     assert page.count("← evict r&lt;1&gt;: ok") == 6
+    # each result right under the call it answers
+    call = "→ evict({&quot;seq_id&quot;: &quot;r&lt;1&gt;&quot;})</div>"
+    assert page.count(call + "<div class='result'>← evict r&lt;1&gt;: ok</div>") == 6
     assert "turn 5 | queue &lt;q&gt; 5" in page
 
 
@@ -153,3 +157,10 @@ def test_the_page_count_is_capped_and_the_list_says_so(tmp_path, monkeypatch):
     assert len(list((tmp_path / "out" / EPISODES_DIR).iterdir())) == 3
     index = (tmp_path / "out" / "index.html").read_text()
     assert "1 episode(s) have no page: a report writes at most 3." in index
+
+
+def test_the_shaded_turns_are_the_rubrics_pressure_steps():
+    for scenario in ("medium", "hard", "flash-crowd"):
+        result = run_job(EpisodeJob("lru", EpisodeSpec(scenario, 0)))
+        record = EpisodeRecord.from_dict(result["record"])
+        assert sum(episodes.pressure_turns(record)) == result["metrics"]["pressure_steps"]

@@ -468,7 +468,7 @@ ul.episodes { font-size: 13px; padding-left: 1.2rem; } ul.episodes a { margin-ri
 a.failed { color: #a00; }
 figure { margin: 1.5rem 0; width: 100%; } figure svg { width: 100%; height: auto; }
 figcaption { margin-bottom: 0.4rem; }
-.scroll { overflow-x: auto; }
+.scroll { overflow: auto; max-height: 85vh; }
 """
 
 

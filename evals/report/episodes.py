@@ -6,7 +6,7 @@ A page shows what the results file and the run hold of one episode, nothing re-r
 - its rubric components, each with its weight and weighted contribution (their sum is the
   reward), and its metrics;
 - the memory timeline from the record: usage per turn over the report's bands, the turns under
-  pressure (`rubrics.metrics.pressure_turns`) shaded, and lanes for failures, the engine's
+  pressure (`pressure_turns`) shaded, and lanes for failures, the engine's
   forced preemptions, the agent's discards and its calls;
 - turn by turn: for a model, its transcript (`transcripts/` beside the results, named by
   `run_dir.transcript_name`): the observation it was shown, its reply, each tool call with its
@@ -40,7 +40,7 @@ from typing import Any
 from kv_cache_env.bounded_read import TRANSCRIPT_LIMITS, FileReadError, read_json
 from kv_cache_env.sim import EpisodeRecord
 from rubrics import COMPONENTS
-from rubrics.metrics import pressure_turns
+from rubrics.metrics import PRESSURE_USAGE
 
 from ..common.result_check import family_of
 from ..common.run_dir import transcript_name
@@ -193,6 +193,9 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f7f7f7; paddi
 .call { font-family: ui-monospace, monospace; font-size: 12px; color: #0b4f8a; }
 .result { font-family: ui-monospace, monospace; font-size: 12px; color: #1c6b3a; }
 .error { color: #a00; }
+div.top { display: grid; grid-template-columns: repeat(auto-fit, minmax(24rem, 1fr));
+          gap: 0 2rem; align-items: start; }
+div.top h2 { margin-top: 0.4rem; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.1rem 1rem;
            font-size: 14px; }
 dl.facts dt { color: #555; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
@@ -206,6 +209,19 @@ def _escape(text: object, limit: int = MAX_TEXT) -> str:
     if cut > 0:
         shown = shown[:limit]
     return html.escape(shown) + (f"\n[… {cut:,} more characters]" if cut > 0 else "")
+
+
+def pressure_turns(record: EpisodeRecord) -> list[bool]:
+    """Per turn, whether it counts as a pressure step of `rubrics.metrics.pressure_steps`
+    (usage >= `PRESSURE_USAGE`, a forced preemption or a failure): their sum is that metric
+    (tested). Kept here, not there: the rubric's code is part of the shipped reference table's
+    digest."""
+    return [
+        usage >= PRESSURE_USAGE or bool(forced) or bool(failed)
+        for usage, forced, failed in zip(
+            record.usage, record.forced_preemptions, record.failures, strict=True
+        )
+    ]
 
 
 def _record(result: Mapping[str, Any]) -> tuple[EpisodeRecord | None, str]:
@@ -266,9 +282,11 @@ def _content(message: Mapping[str, Any]) -> str:
 
 def transcript_turns(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_Turn]]:
     """(the system prompt, the turns): each user message opens a turn (its observation); the
-    assistant's replies and calls and the tool results that follow belong to it."""
+    assistant's replies and calls and the tool results that follow belong to it, each result
+    shown under the call it answers (by `tool_call_id`)."""
     system = ""
     turns: list[_Turn] = []
+    calls: dict[str, int] = {}  # the open turn's call ids -> their place in its replies
     for message in messages:
         role = message.get("role")
         text = _content(message)
@@ -276,6 +294,7 @@ def transcript_turns(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_
             system = text
         elif role == "user":
             turns.append(_Turn(text, []))
+            calls = {}
         elif not turns:
             continue
         elif role == "assistant":
@@ -285,12 +304,18 @@ def transcript_turns(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_
                 function = call.get("function") if isinstance(call, dict) else None
                 if not isinstance(function, dict):
                     continue
+                calls[str(call.get("id"))] = len(turns[-1].replies)
                 turns[-1].replies.append(
                     f"<div class='call'>→ {_escape(function.get('name'), 200)}"
                     f"({_escape(function.get('arguments'), 2_000)})</div>"
                 )
         elif role == "tool":
-            turns[-1].replies.append(f"<div class='result'>← {_escape(text, 2_000)}</div>")
+            answer = f"<div class='result'>← {_escape(text, 2_000)}</div>"
+            place = calls.pop(str(message.get("tool_call_id")), None)
+            if place is None:
+                turns[-1].replies.append(answer)
+            else:
+                turns[-1].replies[place] += answer
     return system, turns
 
 
@@ -434,7 +459,8 @@ def _policy_turns(record: EpisodeRecord, shown: int) -> list[str]:
             lines.append(f"<div class='result'>← the engine preempted {', '.join(forced)}</div>")
         if not lines:
             lines.append("<div class='result'>no action</div>")
-        out.append(_turn_html(turn, summary, pressure, "".join(lines), open_=bool(mine or forced)))
+        acted = bool(mine or forced or record.calls_per_turn[turn])
+        out.append(_turn_html(turn, summary, pressure, "".join(lines), open_=acted))
     return out
 
 
@@ -458,10 +484,12 @@ def render_page(episode: Episode) -> str:
     body = [
         "<p><a href='../index.html'>← the leaderboard</a></p>",
         f"<h1>{html.escape(title)}</h1>",
+        "<div class='top'><section>",
         _facts(result),
-        "<h2>Rubric components</h2>",
-        _components(result),
         _metrics(result),
+        "</section><section><h2>Rubric components</h2>",
+        _components(result),
+        "</section></div>",
         "<h2>Memory timeline</h2>",
     ]
     if record is not None:

@@ -390,7 +390,7 @@ def timeline(
     )
     for i, (label, colour, counts) in enumerate(lanes):
         cy = lane_top + i * lane_h + lane_h / 2
-        parts.append(_text(left - 6, cy + 4, label, "end"))
+        parts.append(_text(left - 12, cy + 4, label, "end"))
         parts.append(
             f"<line x1='{left}' x2='{right}' y1='{cy:.1f}' y2='{cy:.1f}' stroke='#e4e4e4'/>"
         )
