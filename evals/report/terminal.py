@@ -72,6 +72,13 @@ def ranking_table(
 
 def _caption(ranking: Ranking, ends: tuple[str, str], what: str) -> str:
     floor, top = ends
+    if not ranking.normalized and ranking.few:
+        few = ", ".join(f"{sc} ({n})" for sc, n in ranking.few.items())
+        return (
+            f"no score: each {what} with a range has fewer than {ranking.min_seeds} paired "
+            f"episodes ({few}); ranked by mean reward (kvarena report --min-episodes 1 counts "
+            "them)"
+        )
     if not ranking.normalized:
         return (
             f"no score: no {what} has {floor} and {top} on the same seeds with a range of at "
