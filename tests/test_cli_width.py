@@ -174,9 +174,10 @@ def inside(folder: Path) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def eval_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A small eval (noop and the bound included, so it is ranked) run at 80 columns."""
+    """A small eval (noop and the bound included, on 3 seeds: enough to be ranked) run at 80
+    columns."""
     folder = tmp_path_factory.mktemp("eval")
-    args = ["eval", "-p", ",".join(EVAL_POLICIES), "-s", "easy,hard", "-n", "2", "--steps", "5"]
+    args = ["eval", "-p", ",".join(EVAL_POLICIES), "-s", "easy,hard", "-n", "3", "--steps", "5"]
     with inside(folder):
         text = kvarena(*args, "-j", "1", "-o", "run")
     return folder / "run", text

@@ -4,12 +4,14 @@ scenarios with a range, and bootstrap intervals of the score and the rank."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
-from evals.report.figures import agent_styles
+from evals.report.figures import FLOOR_GREY, PALETTE, agent_styles, series_style
 from evals.report.ranking import rank_agents
-from evals.report.svg import nice_ticks
+from evals.report.svg import CHAR_W, WIDTH, Series, dot_chart, nice_ticks
+from evals.report.tables import ranking_cells, ranking_headers
 
 
 def result(agent: str, scenario: str, seed: int, reward: float) -> dict:
@@ -131,3 +133,56 @@ def test_the_terminal_ranking_keeps_whole_cells_beside_the_anchors():
         assert "…" not in text and max(map(len, text.splitlines())) <= width
         header = next(line for line in text.splitlines() if " agent " in line)
         assert ("beats regime-rule" in header) == (width >= 200), width
+
+
+def test_each_series_has_its_own_colour_then_its_own_marker():
+    styles = [series_style(k) for k in range(3 * len(PALETTE))]
+    assert len({colour for colour, _, _ in styles[: len(PALETTE)]}) == len(PALETTE)
+    assert len(PALETTE) >= 11  # the suite's scenarios and a trace: a colour each
+    assert len({(colour, marker) for colour, marker, _ in styles}) == len(styles)
+    assert "#000000" not in PALETTE and FLOOR_GREY not in PALETTE  # the bound's and noop's
+
+
+def test_legend_labels_are_whole_and_inside_the_figure():
+    labels = ["trace:mooncake-conversation", "discard-paused+compress-all", "x" * 40]
+    svg = dot_chart(
+        ["a", "b"],
+        [Series(label, [0.1, 0.2], PALETTE[k]) for k, label in enumerate(labels)],
+        x_label="score",
+        title="t",
+    )
+    for label in labels:
+        text = re.search(rf"<text x='([0-9.]+)'[^>]*>{re.escape(label)}</text>", svg)
+        assert text, label
+        assert float(text.group(1)) + CHAR_W * len(label) <= WIDTH
+
+
+def test_category_labels_are_whole_and_inside_the_figure():
+    long = "<b>m</b><script>alert(1)</script>" + "x" * 6  # 40 characters, a cut name's length
+    svg = dot_chart([long, "lru"], [Series("s", [0.1, 0.2], PALETTE[0])], x_label="x", title="t")
+    text = re.search(r"<text x='([0-9.]+)' [^>]*text-anchor='end'[^>]*>&lt;b&gt;m", svg)
+    assert text and float(text.group(1)) - CHAR_W * len(long) >= 0
+
+
+def test_a_scenario_with_too_few_paired_episodes_is_shown_but_not_in_the_mean():
+    results = suite({"good": 0.8}, seeds=20)
+    # a short replay: two seeds, where good is at 0 (it would pull the mean down by 0.4)
+    for seed in range(2):
+        results += [
+            result("noop", "trace:x", seed, 0.0),
+            result("bound", "trace:x", seed, 1.0),
+            result("good", "trace:x", seed, 0.0),
+        ]
+    scenarios = ["hard", "agent-tools", "trace:x"]
+    flagged = rank_agents(results, scenarios, min_seeds=3)
+    counted = rank_agents(results, scenarios, min_seeds=1)
+    good = {r.agent: r for r in flagged.rows}["good"]
+    assert flagged.few == {"trace:x": 2} and "trace:x" not in flagged.normalized
+    assert good.per_scenario["trace:x"] == pytest.approx(0.0)  # shown all the same
+    assert good.score == pytest.approx(0.8, abs=0.05)
+    assert {r.agent: r for r in counted.rows}["good"].score == pytest.approx(0.8 * 2 / 3, abs=0.05)
+    # the table shows the scenario, its header saying why it is not counted
+    headers = ranking_headers(flagged)
+    assert "trace:x (2 ep.: not in the mean)" in headers and "trace:x" not in headers
+    cells = ranking_cells(good, flagged)
+    assert cells[headers.index("trace:x (2 ep.: not in the mean)")][0] == "0.00"

@@ -90,7 +90,7 @@ def test_the_ranking_table_comes_first_in_the_page(runs, tmp_path):
     build_report(results, tmp_path, [str(r) for r in runs])
     page = (tmp_path / "index.html").read_text()
     body = page.split("<body>", 1)[1]
-    assert body.index("<table") == body.index("<table class='sortable' id='ranking'>")
+    assert body.index("<table") == body.index("<table class='sortable compact' id='ranking'>")
     assert body.index("id='ranking'") < body.index("<figure") < body.index("id='leaderboard'")
     markdown = (tmp_path / "leaderboard.md").read_text()
     assert markdown.index("## Ranking") < markdown.index("## Every agent on every scenario")
@@ -162,7 +162,7 @@ def test_report_page_renders_in_headless_chromium(runs, tmp_path):
     problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: problems.append(str(e)))
         page.on("requestfailed", lambda r: problems.append(f"request {r.url}"))
@@ -171,6 +171,11 @@ def test_report_page_renders_in_headless_chromium(runs, tmp_path):
         assert rows.count() == expected_rows
         assert page.locator("#ranking tbody tr").count() == len({r["agent"] for r in results})
         assert page.locator("figure svg").count() >= 3
+        # at 1280 px nothing but a wide table's own box scrolls, and the ranking fits whole
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        ranking_box = "document.querySelector('#ranking').parentElement"
+        assert page.evaluate(f"{ranking_box}.scrollWidth <= {ranking_box}.clientWidth")
+        assert page.evaluate(f"{ranking_box}.getBoundingClientRect().right") <= 1280
         # figures take the page's width
         width = page.evaluate("document.querySelector('figure svg').getBoundingClientRect().width")
         assert width >= 0.9 * page.evaluate("document.querySelector('h2').offsetWidth")

@@ -295,4 +295,4 @@ def test_context_figures_stay_bounded_however_many_readers(tmp_path, context_lin
     page = (tmp_path / "rep" / "index.html").read_text()
     assert page.count("<svg") == 2 * FIGURE_READERS  # score by level, components
     assert f"{50 - FIGURE_READERS} more reader(s) in the tables" in page
-    assert page.count("<table class='sortable' id='context-ranking-") == 50
+    assert page.count("<table class='sortable compact' id='context-ranking-") == 50

@@ -69,6 +69,13 @@ def suite_version(family: Family) -> str:
     return str(SUITE_VERSION)
 
 
+def transcript_name(scenario: str, agent: str, seed: int) -> str:
+    """The file name of an episode's transcript in a run's `transcripts/` (names sanitized:
+    two agents whose names differ only in other characters share it, so a reader checks the
+    transcript's own `model`, `scenario` and `seed`)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{scenario}__{agent}__{seed}") + ".json"
+
+
 class RunDir:
     def __init__(self, path: Path, *, resume: bool = False, family: Family = "serving") -> None:
         self.path = path
@@ -135,9 +142,7 @@ class RunDir:
             self.transcripts.mkdir(exist_ok=True)
         except OSError as error:
             raise OutputError(f"cannot create {self.transcripts}: {describe(error)}") from None
-        scenario, agent, seed = result_key(result)
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{scenario}__{agent}__{seed}") + ".json"
-        target = self.transcripts / name
+        target = self.transcripts / transcript_name(*result_key(result))
         write_atomic(target, json.dumps(transcript, indent=1) + "\n")
         return target
 

@@ -41,9 +41,10 @@ from ..prompt_cache.provider import Prices
 from ..serving.labels import labels_sentence
 from ..serving.normalize import FLOOR, MIN_RANGE, normalized_scores
 from ..serving.summary import group_results
-from . import context_board
+from . import MIN_EPISODES, context_board
 from .context_board import ContextBoard, ContextRow
 from .display import display_name, html_text, markdown_cell
+from .episodes import Episode, episode_list_html, serving_episodes, write_pages
 from .ranking import RESAMPLES, Ranking, rank_agents
 from .tables import fmt, html_table, ranking_cells, ranking_headers, sort_key
 
@@ -118,13 +119,16 @@ def _episode_name(result: dict[str, Any]) -> str:
     )
 
 
-def read_results(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], int]:
+def read_results(
+    paths: Iterable[Path], origins: list[Path] | None = None
+) -> tuple[list[dict[str, Any]], int]:
     """(results, duplicates): every line of the run directories (their `results.jsonl`) or
     results files, of either family, read within `RESULTS_LIMITS` and checked by its family's
     schema (`result_check`). A line repeating an earlier one's episode (`episode_key`) byte
     for byte is counted once (`duplicates` says how many were dropped: the same run given
     twice); one that repeats the key with other content is refused, naming both lines. Each
-    family's lines must be of one suite version, the one this kvarena reports."""
+    family's lines must be of one suite version, the one this kvarena reports. `origins`: a
+    list to append each kept result's run directory to (where its transcripts are)."""
     results: list[dict[str, Any]] = []
     seen: dict[tuple[Any, ...], tuple[str, bytes]] = {}
     duplicates = 0
@@ -155,6 +159,8 @@ def read_results(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], int]:
                     continue
                 seen[key] = (f"{file}:{number}", digest)
                 results.append(result)
+                if origins is not None:
+                    origins.append(file.parent)
         except FileReadError as error:
             raise ReportError(str(error)) from None
     if not results:
@@ -328,11 +334,19 @@ def ranking_note(
     """How the ranking was computed, in one paragraph; `name` shows a scenario's name (cleaned
     for the output: `markdown_cell` for Markdown)."""
     left_out = [sc for sc in ranking.scenarios if sc not in ranking.normalized]
+    left_out = [sc for sc in left_out if sc not in ranking.few]
     why = ""
+    if ranking.few:
+        few = ", ".join(f"{name(sc)} ({n})" for sc, n in list(ranking.few.items())[:NOTE_NAMES])
+        why += (
+            f" Shown but not in the mean, too few paired episodes (under {ranking.min_seeds}): "
+            f"{few}{' and more' if len(ranking.few) > NOTE_NAMES else ''}; "
+            "`kvarena report --min-episodes 1` counts them."
+        )
     if left_out:
         shown = ", ".join(name(sc) for sc in left_out[:NOTE_NAMES])
         more = f" and {len(left_out) - NOTE_NAMES} more" if len(left_out) > NOTE_NAMES else ""
-        why = (
+        why += (
             f" Not in the mean ({shown}{more}): no noop and bound on the same seeds, or a "
             f"range (bound − noop) under {MIN_RANGE}."
         )
@@ -425,7 +439,7 @@ document.querySelectorAll('table.sortable th').forEach(function (th, column) {
 """
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1200px;
+body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1400px;
        padding: 0 1rem; color: #222; line-height: 1.4; }
 h1 { margin-bottom: 0.2rem; } h2 { margin-top: 2rem; }
 p.note { color: #444; font-size: 13px; max-width: 60rem; }
@@ -434,19 +448,27 @@ th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; white-spac
 th { background: #f0f0f0; cursor: pointer; position: sticky; top: 0; }
 th[data-order=asc]::after { content: ' \\25B2'; }
 th[data-order=desc]::after { content: ' \\25BC'; }
-#ranking { font-size: 14px; }
+#ranking { font-size: 13px; }
 #ranking td:nth-child(3), #ranking th:nth-child(3) { text-align: left; font-weight: 600; }
 #leaderboard td:nth-child(1), #leaderboard td:nth-child(2),
 #leaderboard th:nth-child(1), #leaderboard th:nth-child(2) { text-align: left; }
-table[id^=context-ranking] { font-size: 14px; }
+table[id^=context-ranking] { font-size: 13px; }
 table[id^=context-ranking] td:nth-child(3), table[id^=context-ranking] th:nth-child(3) {
   text-align: left; font-weight: 600; }
 #context-leaderboard td:nth-child(-n+3), #context-leaderboard th:nth-child(-n+3) {
   text-align: left; }
 tr.failed td { background: #fff0f0; }
+table.compact th { white-space: normal; max-width: 8em; vertical-align: bottom;
+                   overflow-wrap: break-word; font-size: 12px; }
+table.compact th, table.compact td { padding: 3px 4px; }
+table.compact td:nth-child(3) { white-space: normal; min-width: 8em; max-width: 15em;
+                                overflow-wrap: break-word; }
+table.compact small { color: #666; font-size: 11px; }
+ul.episodes { font-size: 13px; padding-left: 1.2rem; } ul.episodes a { margin-right: 0.3em; }
+a.failed { color: #a00; }
 figure { margin: 1.5rem 0; width: 100%; } figure svg { width: 100%; height: auto; }
 figcaption { margin-bottom: 0.4rem; }
-.scroll { overflow-x: auto; }
+.scroll { overflow: auto; max-height: 85vh; }
 """
 
 
@@ -458,9 +480,11 @@ def render_html(
     reference: str,
     context: ContextBoard | None = None,
     context_figs: Mapping[str, str] | None = None,
+    episode_list: str = "",
 ) -> str:
     """The page: per family (serving where `ranking` is given, then context where `context`
-    is) the ranking first, then the figures (full width), then every row."""
+    is) the ranking first, then the figures (full width), then every row; then `episode_list`
+    (the serving episodes' pages, `episodes.episode_list_html`)."""
     suites = [f"serving suite v{SUITE_VERSION}"] if ranking is not None else []
     suites += [f"context suite v{CONTEXT_SUITE_VERSION}"] if context is not None else []
     summary = ", ".join(suites)
@@ -475,6 +499,7 @@ def render_html(
         f"{', '.join(html_text(source, 200) for source in sources)}.</p>"
         f"{serving}"
         f"{context_board.render_html(context, context_figs or {}) if context else ''}"
+        f"{'<h2 id=episodes>Episodes</h2>' + episode_list if episode_list else ''}"
         f"<script>{_SCRIPT}</script></body></html>\n"
     )
 
@@ -487,6 +512,7 @@ def _serving_html(
         "ranking",
         ranking_headers(ranking),
         [("", ranking_cells(r, ranking)) for r in ranking.rows],
+        compact=True,
     )
     detail = html_table(
         "leaderboard",
@@ -558,12 +584,14 @@ def assemble(
     prices: Prices | None = None,
     reference: Sequence[dict[str, Any]] = (),
     reference_source: str | None = None,
+    min_episodes: int = MIN_EPISODES,
 ) -> Board:
-    """Rows and rankings of checked results of either family (`read_results`). `prices`: add
-    each row's mean input dollars per episode (`prompt_cache.dollars`). `reference`: noop and
-    bound results from the shipped table, to normalize serving scenarios by where the runs lack
-    them; `reference_source` says where the reference came from. `kvarena eval` and
-    `context-eval` print the rankings of their own results from here."""
+    """Rows and rankings of checked results of either family (`read_results`). `min_episodes`:
+    the paired episodes a serving scenario needs to count in the suite mean (`ranking`).
+    `prices`: add each row's mean input dollars per episode (`prompt_cache.dollars`).
+    `reference`: noop and bound results from the shipped table, to normalize serving scenarios
+    by where the runs lack them; `reference_source` says where the reference came from.
+    `kvarena eval` and `context-eval` print the rankings of their own results from here."""
     serving = [r for r in results if family_of(r) == "serving"]
     context = [r for r in results if family_of(r) == "context"]
     rows: list[Row] = []
@@ -577,24 +605,39 @@ def assemble(
                 for r in rows
             ]
         scenarios = sorted({r.scenario for r in rows}, key=scenario_order)
-        ranking = rank_agents(serving, scenarios, reference, anchors=ANCHORS)
+        ranking = rank_agents(
+            serving, scenarios, reference, anchors=ANCHORS, min_seeds=min_episodes
+        )
     board = context_board.context_board(context, prices) if context else None
     source = reference_source or _reference_source(serving, reference)
     return Board(rows, ranking, board, source)
 
 
-def write_report(board: Board, out: Path, sources: Sequence[str]) -> list[Row | ContextRow]:
-    """Write `board` as `leaderboard.md` and `index.html` in `out`; returns its rows, serving
-    first."""
+def write_report(
+    board: Board, out: Path, sources: Sequence[str], episodes: Sequence[Episode] = ()
+) -> list[Row | ContextRow]:
+    """Write `board` as `leaderboard.md` and `index.html` in `out`, and a page per serving
+    episode of `episodes` in `out/episodes/` (`episodes.write_pages`, linked from the page);
+    returns its rows, serving first."""
     from .figures import build_context_figures, build_figures
 
     figs = build_figures(board.rows, board.ranking) if board.ranking is not None else {}
     out.mkdir(parents=True, exist_ok=True)
+    order = [(r.scenario, r.agent) for r in board.rows]
+    links = write_pages(episodes, order, out)
+    listing = episode_list_html(episodes, order, links) if serving_episodes(episodes) else ""
     # both files whole or neither (`durable`): a full disk leaves no half-written report
     markdown = render_markdown(board.rows, board.ranking, board.reference, board.context)
     context_figs = build_context_figures(board.context) if board.context else None
     page = render_html(
-        board.rows, board.ranking, figs, sources, board.reference, board.context, context_figs
+        board.rows,
+        board.ranking,
+        figs,
+        sources,
+        board.reference,
+        board.context,
+        context_figs,
+        listing,
     )
     write_all_atomic([(out / "leaderboard.md", markdown), (out / "index.html", page)])
     return [*board.rows, *(board.context.rows if board.context else [])]
@@ -611,7 +654,7 @@ def build_report(
     """Write the report of checked results of either family (`assemble`, then `write_report`);
     returns its rows, serving first."""
     board = assemble(results, prices, reference, reference_source)
-    return write_report(board, out, sources)
+    return write_report(board, out, sources, [Episode(r) for r in results])
 
 
 def _reference_source(

@@ -11,6 +11,7 @@ from ..common.console import console, status_line
 from ..common.durable import OutputError, describe
 from ..common.edge import InputError, check_options, check_out_dir, check_path
 from ..common.outcome import RunDone
+from . import MIN_EPISODES
 
 if TYPE_CHECKING:
     from ..prompt_cache.provider import Prices
@@ -89,12 +90,22 @@ def report_command(
         float | None,
         typer.Option(min=0, metavar="PRICE", help="$ per M input tokens written to the cache."),
     ] = None,
+    min_episodes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Paired episodes a scenario needs to count in the suite mean (fewer: shown, "
+            "flagged, not counted; 1 counts every scenario).",
+        ),
+    ] = MIN_EPISODES,
 ) -> None:
     """Build leaderboard.md and a self-contained index.html from one or more runs, a section
     per family (serving, context); with the three prices, also the input cost per episode in
     dollars from the recorded usage. Prints the rankings it wrote."""
     status_line(f"report: reading {len(runs)} run(s)")
     from .build import (
+        Episode,
         ReportError,
         assemble,
         read_results,
@@ -102,11 +113,13 @@ def report_command(
         to_dataset,
         write_report,
     )
+    from .episodes import EPISODES_DIR
     from .terminal import print_rankings
 
     prices = _checked(runs, out, dataset, (price_in, price_cached, price_write))
+    origins: list[Path] = []
     try:
-        results, duplicates = read_results(runs)
+        results, duplicates = read_results(runs, origins)
     except ReportError as error:
         raise InputError(str(error)) from None
     if duplicates:
@@ -120,9 +133,10 @@ def report_command(
     reference = shipped_reference(runs, results)
     if reference:
         console.print(f"reference: shipped table ({len(reference)} noop and bound episodes)")
-    board = assemble(results, prices, reference)
+    board = assemble(results, prices, reference, min_episodes=min_episodes)
     with console.status("rendering figures"):
-        rows = write_report(board, out, [str(r) for r in runs])
+        episodes = [Episode(r, run) for r, run in zip(results, origins, strict=True)]
+        rows = write_report(board, out, [str(r) for r in runs], episodes)
     if dataset is not None:
         try:
             to_dataset(results).save_to_disk(str(dataset))
@@ -134,4 +148,5 @@ def report_command(
     console.print(
         f"{len(results)} episodes ({failed} failed) in {len(rows)} rows: "
         f"{out / 'leaderboard.md'}, {out / 'index.html'}"
+        + (f", episode pages in {out / EPISODES_DIR}" if (out / EPISODES_DIR).is_dir() else "")
     )

@@ -299,6 +299,7 @@ def render_html(board: ContextBoard, figures: Mapping[str, str]) -> str:
                 f"context-ranking-{i}",
                 ranking_headers(ranking),
                 [("", ranking_cells(r, ranking)) for r in ranking.rows],
+                compact=True,
             )
         )
     figures_html = "".join(

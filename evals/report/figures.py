@@ -4,9 +4,12 @@ palette, and none drawn where it would hold a single point. The serving section 
 (`build_context_figures`: the normalized score by level, the weighted components) — it has no
 failures, pressure steps or memory usage per turn.
 
-Colours are Okabe and Ito's ("Color Universal Design", 2008; told apart under the common
-colour-vision deficiencies): the floor `noop` is grey and the reference `bound` black; other
-agents take the seven remaining hues, then the same hues dashed, dotted, ...
+Colours (`PALETTE`) are Okabe and Ito's ("Color Universal Design", 2008; told apart under the
+common colour-vision deficiencies), then four of Paul Tol's "muted" scheme (designed for the
+same) far from them: each series of a figure has its own colour up to `len(PALETTE)` series,
+then the hues again with another marker (dot charts) or dash pattern (lines) (`series_style`).
+The floor `noop` is grey and the reference `bound` black. The memory panels colour the top
+`USAGE_AGENTS` agents and draw the others thin and grey.
 """
 
 from __future__ import annotations
@@ -32,9 +35,24 @@ if TYPE_CHECKING:
 
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
 """Okabe-Ito's hues but black (kept for the bound)."""
+TOL_MUTED = ("#882255", "#332288", "#999933", "#117733")
+"""Paul Tol's wine, indigo, olive and green: the "muted" hues furthest from Okabe-Ito's."""
+PALETTE = (*OKABE_ITO, *TOL_MUTED)
+"""One colour per series, in order; black and grey are kept for the bound and noop."""
 DASHES = ("", "6 3", "2 3", "8 3 2 3")
 MARKERS = ("o", "s", "^", "D")
 FLOOR_GREY, REFERENCE_BLACK = "#999999", "#000000"
+OTHERS_GREY = "#c4c4c4"
+"""The memory panels' agents below the top `USAGE_AGENTS`."""
+USAGE_AGENTS = 5
+"""Agents the memory panels draw in colour (the best ranked; the bound among them when it is)."""
+
+
+def series_style(k: int) -> tuple[str, str, str]:
+    """The `k`-th series' (colour, marker, dash pattern): a colour each while the palette
+    lasts, then the colours again with the next marker and dash."""
+    turn = k // len(PALETTE)
+    return PALETTE[k % len(PALETTE)], MARKERS[turn % len(MARKERS)], DASHES[turn % len(DASHES)]
 
 
 def agent_styles(agents: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -42,7 +60,8 @@ def agent_styles(agents: Sequence[str]) -> dict[str, tuple[str, str]]:
     styles: dict[str, tuple[str, str]] = {}
     others = [a for a in agents if a not in (FLOOR, REFERENCE)]
     for i, agent in enumerate(others):
-        styles[agent] = (OKABE_ITO[i % 7], DASHES[(i // 7) % len(DASHES)])
+        colour, _, dash = series_style(i)
+        styles[agent] = (colour, dash)
     styles[FLOOR] = (FLOOR_GREY, "")
     styles[REFERENCE] = (REFERENCE_BLACK, "")
     return {a: styles[a] for a in agents}
@@ -153,13 +172,12 @@ def _normalized(
     points = sum(r.per_scenario.get(sc) is not None for r in agents for sc in ranking.normalized)
     if points < 2:
         return None
-    colours = (*OKABE_ITO, REFERENCE_BLACK)
     series = [
         Series(
             _label(sc),
             [r.per_scenario.get(sc) for r in agents],
-            colours[k % 8],
-            marker=MARKERS[k // 8 % 4],
+            series_style(k)[0],
+            marker=series_style(k)[1],
         )
         for k, sc in enumerate(ranking.normalized)
     ]
@@ -214,12 +232,11 @@ def _weighted_components(
     agents = [r.agent for r in ranking.rows if r.agent in ok]
     if len(agents) * len(weights) < 2 or not agents:
         return None
-    colours = (*OKABE_ITO, REFERENCE_BLACK)
     series = [
         Series(
             c,
             [weight * _mean_of(ok[a], lambda r, c=c: r.components[c]) for a in agents],
-            colours[j % 8],
+            series_style(j)[0],
         )
         for j, (c, weight) in enumerate(weights.items())
     ]
@@ -260,16 +277,15 @@ def _slo(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
     agents = [r.agent for r in ranking.rows if any((sc, r.agent) in attained for sc in scenarios)]
     if len(attained) < 2:
         return None
-    colours = (*OKABE_ITO, REFERENCE_BLACK)
+    drawn = [sc for sc in ranking.scenarios if any((sc, a) in attained for a in agents)]
     series = [
         Series(
             _label(sc),
             [attained.get((sc, a)) for a in agents],
-            colours[k % 8],
-            marker=MARKERS[k // 8 % 4],
+            series_style(k)[0],
+            marker=series_style(k)[1],
         )
-        for k, sc in enumerate(ranking.scenarios)
-        if any((sc, a) in attained for a in agents)
+        for k, sc in enumerate(drawn)
     ]
     return dot_chart(
         [_label(a) for a in agents],
@@ -294,8 +310,14 @@ def _thin(values: Sequence[float]) -> list[float]:
 
 
 def _usage(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
-    """One panel per scenario (four to a row), one line per agent."""
-    styles = agent_styles([r.agent for r in ranking.rows])
+    """One panel per scenario (four to a row), one line per agent: the top `USAGE_AGENTS` in
+    rank order in colour, over the others thin and grey."""
+    ranked = [r.agent for r in ranking.rows]
+    top = ranked[:USAGE_AGENTS]
+    coloured = agent_styles(top)
+    others = len(ranked) - len(top)
+    group = f"{others} other agent{'s' if others != 1 else ''}"
+    styles = {a: (OTHERS_GREY, "") for a in ranked[USAGE_AGENTS:]} | coloured
     panels = []
     by_scenario: dict[str, dict[str, Row]] = {}
     for row in rows:
@@ -304,7 +326,14 @@ def _usage(rows: Sequence[Row], ranking: Ranking, title: str) -> str | None:
     for scenario in ranking.scenarios:
         mine = by_scenario.get(scenario, {})
         lines = [
-            Series(_label(agent), _thin(mine[agent].usage), colour, dash)
+            Series(
+                _label(agent),
+                _thin(mine[agent].usage),
+                colour,
+                dash,
+                width=1.0 if agent not in coloured else 2.0,
+                group="" if agent in coloured else group,
+            )
             for agent, (colour, dash) in styles.items()
             if agent in mine
         ]

@@ -9,6 +9,10 @@ only where that range is at least `MIN_RANGE` (below it there is nothing to norm
 scenarios it ran. The bootstrap resamples each scenario's seeds with replacement, the same
 draw for every agent (paired: the same episodes), recomputes every agent's suite score and
 ranks them; the 2.5th and 97.5th percentiles give the score's CI and the rank interval.
+
+A scenario normalized on fewer than `min_seeds` paired seeds (a 2-episode trace replay, whose
+interval spans the whole range) is shown, flagged (`Ranking.few`), but kept out of the suite
+mean, unless the caller asks for it (`min_seeds=1`; `kvarena report --min-episodes 1`).
 """
 
 from __future__ import annotations
@@ -63,6 +67,11 @@ class Ranking:
     """Scenario -> mean bound - mean noop on its paired seeds."""
     anchors: list[str] = field(default_factory=list)
     """The anchor agents ranked (each row's `versus` compares it with them)."""
+    few: dict[str, int] = field(default_factory=dict)
+    """Scenarios with a range but fewer paired seeds than the minimum -> their seed count:
+    shown (each row's `per_scenario` has them) and flagged, not in the suite mean."""
+    min_seeds: int = 1
+    """The paired seeds a scenario needed to count in the mean."""
 
 
 def rank_agents(
@@ -73,25 +82,29 @@ def rank_agents(
     floor: str = FLOOR,
     top: str = REFERENCE,
     anchors: Sequence[str] = (),
+    min_seeds: int = 1,
 ) -> Ranking:
     """`reference`: noop and bound results to normalize by where `results` lack them (from the
     shipped table); they are not ranked unless they are also in `results`. `floor` and `top`
     name the agents at 0 and 1 of each scenario's range (the context family's section ranks its
     levels between `noop` and `oracle`). Every agent is compared with each of `anchors` that
-    was ranked (`Ranked.versus`)."""
+    was ranked (`Ranked.versus`). A scenario with fewer than `min_seeds` paired seeds is
+    kept out of the suite mean (`Ranking.few`)."""
     rewards: dict[tuple[str, str], dict[int, float]] = {}
     for r in (*reference, *results):
         if r.get("status") == "ok" and r.get("reward") is not None:
             rewards.setdefault((r["scenario"], r["agent"]), {})[r["seed"]] = float(r["reward"])
     agents = list(dict.fromkeys(r["agent"] for r in results))
-    values, ranges = _values(rewards, agents, scenarios, floor, top)
+    every, ranges = _values(rewards, agents, scenarios, floor, top)
+    few = {sc: v[0].shape[1] for sc, v in every.items() if v[0].shape[1] < min_seeds}
+    values = {sc: v for sc, v in every.items() if sc not in few}
     normalized = list(values)
     ones = {sc: np.ones((1, m[0].shape[1])) for sc, m in values.items()}
     point = _suite_scores(ones, values, len(agents), 1)[0]
     boot = _suite_scores(_draws(values), values, len(agents), RESAMPLES)
     ranks = _ranks(boot).astype(float)
     point_ranks = _ranks(point[None, :])[0]
-    per_scenario = {sc: _scenario_scores(values[sc]) for sc in normalized}
+    per_scenario = {sc: _scenario_scores(every[sc]) for sc in every}
     # every agent's intervals at once, over the draws where it has a score (NaN elsewhere)
     ranks[np.isnan(boot)] = np.nan
     with warnings.catch_warnings():
@@ -126,7 +139,7 @@ def rank_agents(
             )
         )
     rows.sort(key=lambda r: (r.rank is None, r.rank or 0, -_key(r.reward), r.agent))
-    return Ranking(rows, list(scenarios), normalized, ranges, present)
+    return Ranking(rows, list(scenarios), normalized, ranges, present, few, min_seeds)
 
 
 Values = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]

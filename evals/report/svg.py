@@ -14,12 +14,19 @@ import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 WIDTH = 1000
 """viewBox width; the page scales it."""
 LABEL_W = 210
+"""The narrowest room for category labels on the left; a longer label widens it
+(`label_width`), never cut."""
 """Room for category labels on the left."""
 LEGEND_W = 190
+"""The narrowest legend column; a longer label widens it (`legend_width`), never cut."""
+CHAR_W = 7.0
+"""Width of one character of a 12 px label, a generous mean (system-ui; digits and capitals are
+the widest)."""
 ROW_H = 22
 FONT = "font-family='system-ui, sans-serif' font-size='12'"
 
@@ -33,6 +40,10 @@ class Series:
     """SVG stroke-dasharray for lines ("" solid)."""
     marker: str = "o"
     """Dot plots: "o" circle, "s" square, "^" triangle, "D" diamond, "|" bar."""
+    width: float = 1.6
+    """Lines: the stroke width."""
+    group: str = ""
+    """Lines: the legend entry it shares with others ("" its own `label`)."""
 
 
 def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
@@ -81,9 +92,20 @@ def _x_axis(scale: _Scale, top: float, bottom: float, label: str) -> list[str]:
     return parts
 
 
+def label_width(categories: Sequence[str]) -> float:
+    """The room on the left that holds every category label whole (at least `LABEL_W`)."""
+    return max(LABEL_W, 16 + CHAR_W * max((len(c) for c in categories), default=0))
+
+
+def legend_width(labels: Sequence[str]) -> float:
+    """The legend column that holds every label whole (at least `LEGEND_W`)."""
+    return max(LEGEND_W, 12 + 24 + CHAR_W * max((len(label) for label in labels), default=0))
+
+
 def _legend(items: Sequence[tuple[str, str, str]], top: float) -> list[str]:
-    """(label, colour, kind: "box" | "line" | dash pattern) entries at the right."""
-    x = WIDTH - LEGEND_W + 12
+    """(label, colour, kind: "box" | "line" | dash pattern) entries at the right, in a column
+    as wide as the longest label (`legend_width`)."""
+    x = WIDTH - legend_width([label for label, _, _ in items]) + 12
     parts = []
     for i, (label, colour, kind) in enumerate(items):
         y = top + i * 18
@@ -128,11 +150,13 @@ def bar_chart(
         else:
             lows += vals
             highs += vals
-    scale = _Scale(min(lows), max(highs), LABEL_W, WIDTH - LEGEND_W - 10)
+    right = WIDTH - legend_width([s.label for s in series]) - 10
+    labels_w = label_width(categories)
+    scale = _Scale(min(lows), max(highs), labels_w, right)
     parts = _x_axis(scale, top, bottom, x_label)
     for i, category in enumerate(categories):
         y = top + i * ROW_H
-        parts.append(_text(LABEL_W - 8, y + ROW_H * 0.65, category, "end"))
+        parts.append(_text(labels_w - 8, y + ROW_H * 0.65, category, "end"))
         positive = negative = 0.0
         for k, s in enumerate(series):
             value = s.values[i]
@@ -193,7 +217,9 @@ def dot_chart(
     bottom = top + ROW_H * len(categories)
     values = [v for s in series for v in s.values if v is not None and v == v]
     values += [x for x, _ in references]
-    scale = _Scale(min(values), max(values), LABEL_W, WIDTH - LEGEND_W - 10)
+    right = WIDTH - legend_width([s.label for s in series]) - 10
+    labels_w = label_width(categories)
+    scale = _Scale(min(values), max(values), labels_w, right)
     parts = _x_axis(scale, top, bottom, x_label)
     for x, colour in references:
         parts.append(
@@ -202,7 +228,7 @@ def dot_chart(
         )
     for i, category in enumerate(categories):
         y = top + i * ROW_H + ROW_H / 2
-        parts.append(_text(LABEL_W - 8, y + 4, category, "end"))
+        parts.append(_text(labels_w - 8, y + 4, category, "end"))
         for s in series:
             value = s.values[i]
             if value is not None and value == value:
@@ -226,9 +252,11 @@ def line_panels(
     columns = max(1, min(columns, len(panels)))
     rows = -(-len(panels) // columns)
     left, gap, panel_h = 50, 18, 150
-    width = (WIDTH - LEGEND_W - left) / columns
+    entries = [s.group or s.label for _, series in panels for s in series]
+    width = (WIDTH - legend_width(entries) - left) / columns
     parts: list[str] = []
     legend: dict[str, tuple[str, str, str]] = {}
+    grouped: set[str] = set()
     for k, (name, series) in enumerate(panels):
         x0 = left + (k % columns) * width
         y0 = 24 + (k // columns) * (panel_h + 58)
@@ -263,9 +291,13 @@ def line_panels(
             dash = f" stroke-dasharray='{s.dash}'" if s.dash else ""
             parts.append(
                 f"<polyline points='{points}' fill='none' stroke='{s.colour}' "
-                f"stroke-width='1.6'{dash}><title>{html.escape(s.label)}</title></polyline>"
+                f"stroke-width='{s.width:g}'{dash}><title>{html.escape(s.label)}</title>"
+                "</polyline>"
             )
-            legend.setdefault(s.label, (s.label, s.colour, s.dash or "line"))
+            entry = s.group or s.label
+            legend.setdefault(entry, (entry, s.colour, s.dash or "line"))
+            if s.group:
+                grouped.add(entry)
     parts.append(
         _text(
             12,
@@ -275,6 +307,101 @@ def line_panels(
             f"transform='rotate(-90 12 {24 + rows * (panel_h + 58) / 2:.0f})'",
         )
     )
-    parts += _legend(list(legend.values()), 30)
+    entries = sorted(legend.values(), key=lambda item: item[0] in grouped)  # groups last
+    parts += _legend(entries, 30)
     height = max(24 + rows * (panel_h + 58), 30 + 18 * len(legend) + 10)
     return _frame(height, parts, title)
+
+
+TIMELINE_POINTS = 400
+"""Points of an episode's timeline: a longer episode (a full trace replay has thousands of
+turns) is drawn as that many buckets (the usage's mean, the events' sum per bucket)."""
+
+
+def _buckets(turns: int) -> list[tuple[int, int]]:
+    """[start, end) turn ranges, at most `TIMELINE_POINTS` of them, covering `turns`."""
+    count = min(turns, TIMELINE_POINTS)
+    edges = [round(i * turns / count) for i in range(count + 1)]
+    return [(a, b) for a, b in pairwise(edges) if b > a]
+
+
+def timeline(
+    usage: Sequence[float],
+    pressure: Sequence[bool],
+    lanes: Sequence[tuple[str, str, Sequence[int]]],
+    *,
+    title: str,
+    bands: Sequence[tuple[float, float, str]] = (),
+) -> str:
+    """One episode over its turns: memory usage as a line over `bands`, the turns under
+    `pressure` shaded, and below it one lane per event kind (label, colour, count per turn), a
+    dot per turn with events (its area grows with the count; its tooltip says it)."""
+    turns = len(usage)
+    buckets = _buckets(max(turns, 1))
+    left, right, top, plot_h, lane_h = 150, WIDTH - 20, 14, 170, 22
+    scale = _Scale(0, max(turns - 1, 1), left, right)
+
+    def y(v: float) -> float:
+        return top + plot_h - min(max(v, 0.0), 1.05) / 1.05 * plot_h
+
+    lane_top = top + plot_h + 10
+    bottom = lane_top + len(lanes) * lane_h
+    parts = [
+        f"<rect x='{left}' y='{y(high):.1f}' width='{right - left}' "
+        f"height='{y(low) - y(high):.1f}' fill='{colour}'/>"
+        for low, high, colour in bands
+    ]
+    parts += _x_axis(scale, top, bottom, "turn")
+    under = [any(pressure[a:b]) for a, b in buckets]
+    k = 0
+    while k < len(buckets):  # one rectangle per run of pressured buckets
+        if not under[k]:
+            k += 1
+            continue
+        end = k
+        while end + 1 < len(buckets) and under[end + 1]:
+            end += 1
+        x0 = max(scale(buckets[k][0] - 0.5), left)  # a turn's slot: half a turn each side
+        x1 = min(scale(buckets[end][1] - 0.5), right)
+        parts.append(
+            f"<rect x='{x0:.1f}' y='{top}' width='{x1 - x0:.1f}' height='{plot_h}' "
+            f"fill='#D55E00' fill-opacity='0.18'><title>under pressure: turns "
+            f"{buckets[k][0]}-{buckets[end][1] - 1}</title></rect>"
+        )
+        k = end + 1
+    for tick in (0.0, 0.5, 0.8, 1.0):
+        parts.append(_text(left - 6, y(tick) + 4, f"{tick:g}", "end"))
+    middle = top + plot_h / 2
+    parts.append(
+        _text(
+            left - 40,
+            middle,
+            "GPU memory usage",
+            "middle",
+            f"transform='rotate(-90 {left - 40} {middle:.0f})'",
+        )
+    )
+    means = [(a, sum(usage[a:b]) / (b - a)) for a, b in buckets if b <= turns]
+    points = " ".join(f"{scale(a):.1f},{y(v):.1f}" for a, v in means)
+    parts.append(
+        f"<rect x='{left}' y='{top}' width='{right - left}' height='{plot_h}' fill='none' "
+        "stroke='#bbb'/>"
+        f"<polyline points='{points}' fill='none' stroke='#0072B2' stroke-width='2'/>"
+    )
+    for i, (label, colour, counts) in enumerate(lanes):
+        cy = lane_top + i * lane_h + lane_h / 2
+        parts.append(_text(left - 12, cy + 4, label, "end"))
+        parts.append(
+            f"<line x1='{left}' x2='{right}' y1='{cy:.1f}' y2='{cy:.1f}' stroke='#e4e4e4'/>"
+        )
+        for a, b in buckets:
+            n = sum(counts[a:b])
+            if n <= 0:
+                continue
+            r = min(2.5 + 1.5 * math.sqrt(n), 9.0)
+            when = f"turn {a}" if b - a == 1 else f"turns {a}-{b - 1}"
+            parts.append(
+                f"<circle cx='{scale(a):.1f}' cy='{cy:.1f}' r='{r:.1f}' fill='{colour}'>"
+                f"<title>{when}: {n} {html.escape(label)}</title></circle>"
+            )
+    return _frame(bottom + 45, parts, title)

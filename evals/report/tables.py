@@ -3,7 +3,8 @@
 ranking table's columns (`ranking_headers`, `ranking_cells`) are the same for both families: a
 rank, its interval, the agent, the normalized score, whether it beats each anchor (the serving
 suite's `vllm-default` and `regime-rule`), one column per scenario (a context level), the mean
-reward and the episodes.
+reward and the episodes. A scenario with too few paired episodes to count in the mean
+(`Ranking.few`) follows the counted ones, its header flagged (`few_header`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,15 @@ def ranking_headers(ranking: Ranking) -> list[str]:
         "normalized score (95% CI)",
         *(anchor_header(a) for a in ranking.anchors),
         *(display_name(sc) for sc in ranking.normalized),
+        *(few_header(sc, n) for sc, n in ranking.few.items()),
         "mean reward",
         "episodes",
     ]
+
+
+def few_header(scenario: str, seeds: int) -> str:
+    """The ranking column of a scenario shown but not in the mean: too few paired episodes."""
+    return f"{display_name(scenario)} ({seeds} ep.: not in the mean)"
 
 
 def anchor_header(anchor: str) -> str:
@@ -72,7 +79,7 @@ def ranking_cells(row: Ranked, ranking: Ranking) -> list[Cell]:
         (score, sort_key(row.score if row.score is not None else float("nan"))),
     ]
     cells += [beats(row.versus.get(anchor)) for anchor in ranking.anchors]
-    for scenario in ranking.normalized:
+    for scenario in (*ranking.normalized, *ranking.few):
         value = row.per_scenario.get(scenario)
         cells.append((fmt(value, 2), sort_key(value if value is not None else float("nan"))))
     cells.append((fmt(row.reward, sign=True), sort_key(row.reward)))
@@ -98,17 +105,35 @@ def markdown_table(
     return lines
 
 
-def html_table(table_id: str, headers: Sequence[str], rows: Sequence[tuple[str, list]]) -> str:
-    """A sortable table: rows are (css class, [(text, sort value), ...])."""
-    head = "".join(f"<th>{html_text(h)}</th>" for h in headers)
+def _two_lines(text: str) -> str:
+    """An escaped cell's "value (interval)" as the value over the interval in small type (a
+    ranking's columns then fit the page)."""
+    main, paren, rest = text.partition(" (")
+    main = main.replace(":", ":<wbr>")  # trace:name may break after its colon
+    return f"{main}<br><small>({rest}</small>" if paren else main
+
+
+def html_table(
+    table_id: str,
+    headers: Sequence[str],
+    rows: Sequence[tuple[str, list]],
+    *,
+    compact: bool = False,
+) -> str:
+    """A sortable table in a box that scrolls sideways when the table is wider than the page:
+    rows are (css class, [(text, sort value), ...]). `compact` (the rankings): headers wrap and
+    a "value (interval)" cell shows its interval on a second line, in small type."""
+    split = _two_lines if compact else str
+    head = "".join(f"<th>{split(html_text(h))}</th>" for h in headers)
     body = []
     for css, cells in rows:
         plain = [(str(text), str(value)) for text, value in cells]
         if unsafe_html(" ".join(t + " " + v for t, v in plain)):  # a name to escape: rare
             plain = [(html_text(t), html_text(v)) for t, v in plain]
-        tds = "".join(f'<td data-sort="{value}">{text}</td>' for text, value in plain)
+        tds = "".join(f'<td data-sort="{value}">{split(text)}</td>' for text, value in plain)
         body.append(f"<tr{f' class={css!r}' if css else ''}>{tds}</tr>")
+    kind = "sortable compact" if compact else "sortable"
     return (
-        f"<div class='scroll'><table class='sortable' id='{table_id}'><thead><tr>{head}"
+        f"<div class='scroll'><table class='{kind}' id='{table_id}'><thead><tr>{head}"
         f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )

@@ -21,7 +21,7 @@ from . import context_board
 from .build import Board
 from .display import display_name
 from .ranking import Ranking
-from .tables import anchor_header, ranking_cells, ranking_headers
+from .tables import anchor_header, few_header, ranking_cells, ranking_headers
 
 SHORT = {
     "rank 95% interval": "rank CI",
@@ -49,6 +49,7 @@ def ranking_table(
     the ranking averages over (a serving scenario, a context level)."""
     headers = ranking_headers(ranking)
     scenarios = {display_name(sc) for sc in ranking.normalized}
+    scenarios |= {few_header(sc, n) for sc, n in ranking.few.items()}
     anchors = {anchor_header(a) for a in ranking.anchors}
 
     def drop(header: str) -> int:
@@ -71,6 +72,13 @@ def ranking_table(
 
 def _caption(ranking: Ranking, ends: tuple[str, str], what: str) -> str:
     floor, top = ends
+    if not ranking.normalized and ranking.few:
+        few = ", ".join(f"{sc} ({n})" for sc, n in ranking.few.items())
+        return (
+            f"no score: each {what} with a range has fewer than {ranking.min_seeds} paired "
+            f"episodes ({few}); ranked by mean reward (kvarena report --min-episodes 1 counts "
+            "them)"
+        )
     if not ranking.normalized:
         return (
             f"no score: no {what} has {floor} and {top} on the same seeds with a range of at "
@@ -80,7 +88,11 @@ def _caption(ranking: Ranking, ends: tuple[str, str], what: str) -> str:
         f"score: mean over {len(ranking.normalized)} {what}(s) of (agent - {floor}) / "
         f"({top} - {floor}) on paired seeds, 95% CI by a paired bootstrap over seeds"
     )
+    if ranking.few:
+        text += f"; fewer than {ranking.min_seeds} paired episodes, shown but not in the mean: "
+        text += ", ".join(f"{sc} ({n})" for sc, n in ranking.few.items())
     left_out = [sc for sc in ranking.scenarios if sc not in ranking.normalized]
+    left_out = [sc for sc in left_out if sc not in ranking.few]
     if left_out:
         text += f"; not in the mean ({top} - {floor} < {MIN_RANGE}, or not run): "
         text += ", ".join(left_out)
