@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -61,6 +61,23 @@ def _checked(
     return Prices(*prices) if prices else None
 
 
+def _read(runs: list[Path]) -> tuple[list[dict[str, Any]], list[Path]]:
+    """Every result of `runs` through the one reader, with the run each came from."""
+    from .build import ReportError, read_results
+
+    origins: list[Path] = []
+    try:
+        results, duplicates = read_results(runs, origins)
+    except ReportError as error:
+        raise InputError(str(error)) from None
+    if duplicates:
+        console.print(
+            f"{duplicates} duplicate line(s) (the same scenario, agent, seed and content as an "
+            "earlier line: the same run given twice?) counted once"
+        )
+    return results, origins
+
+
 def report_command(
     runs: Annotated[
         list[Path],
@@ -106,9 +123,7 @@ def report_command(
     status_line(f"report: reading {len(runs)} run(s)")
     from .build import (
         Episode,
-        ReportError,
         assemble,
-        read_results,
         shipped_reference,
         to_dataset,
         write_report,
@@ -117,16 +132,7 @@ def report_command(
     from .terminal import print_rankings
 
     prices = _checked(runs, out, dataset, (price_in, price_cached, price_write))
-    origins: list[Path] = []
-    try:
-        results, duplicates = read_results(runs, origins)
-    except ReportError as error:
-        raise InputError(str(error)) from None
-    if duplicates:
-        console.print(
-            f"{duplicates} duplicate line(s) (the same scenario, agent, seed and content as an "
-            "earlier line: the same run given twice?) counted once"
-        )
+    results, origins = _read(runs)
     check_out_dir(out)
     if dataset is not None and dataset.exists() and not dataset.is_dir():
         raise InputError(f"--dataset {dataset}: exists and is not a directory")
