@@ -399,18 +399,20 @@ def test_signal_wording_is_composed_not_listed() -> None:
 def test_time_phrases_read_back_to_the_day_and_part_they_name() -> None:
     """Every time phrase the generator writes parses (with the reference's general time
     parser) to the day and part of the day it was written for."""
+    from kv_context_env.generator.calendar import draw_calendar
     from kv_context_env.generator.signal_text import SignalText
     from kv_context_env.policies.signal_reader import WEEKDAYS, parse_time
 
     rng = np.random.default_rng(0)
     for _ in range(3000):
         first_weekday = int(rng.integers(7))
-        text = SignalText(rng, lexicon(), 8, first_weekday)
+        calendar = draw_calendar(rng, 150, (5, 11))
+        text = SignalText(rng, lexicon(), calendar, first_weekday)
         turn = int(rng.integers(0, 150))
-        today = turn // 8
+        today = calendar.day(turn)
         day = today + int(rng.integers(0, 16))
         part = int(rng.integers(-1, 3))
-        now = (turn % 8) * 3 // 8
+        now = calendar.part(turn)
         if day == today and 0 <= part <= now:
             part = -1
         phrase = text.time_phrase(turn, day, part)

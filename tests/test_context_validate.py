@@ -20,6 +20,8 @@ from evals.context.validate import (
     JUDGED,
     PROOF_SEED,
     REFERENCE,
+    SHAPE_ABLATIONS,
+    SHAPE_READER,
     context_validation_jobs,
     echo_reader,
     run_context_validation,
@@ -68,6 +70,12 @@ def test_every_attack_and_the_reference_are_measured_and_ordered(checks) -> None
     for level in JUDGED:
         for attack in ATTACKS:
             assert f"context {attack} closes <= 60% of noop->oracle on {level}" in names
+        assert f"context {SHAPE_READER} closes <= 40% of noop->oracle on {level} " in {
+            n[: len(f"context {SHAPE_READER} closes <= 40% of noop->oracle on {level} ")]
+            for n in names
+        }
+        ablation = names[f"context {SHAPE_READER} with each shape rule off on {level} (reported)"]
+        assert ablation.detail.count("without ") == len(SHAPE_ABLATIONS), ablation.detail
         reference = names[f"context {REFERENCE} closes >= 80% of noop->oracle on {level}"]
         ordering = names[f"context ordering on {level} (reported)"]
         best = [_mean(ordering, a) for a in ("oracle", REFERENCE)]

@@ -21,13 +21,17 @@ from typing import Any
 
 __all__ = ["KvContextEnv", "KvContextHarness", "KvContextTaskset"]
 
-CONTEXT_SUITE_VERSION = "3"
+CONTEXT_SUITE_VERSION = "4"
 """Version of the family's episodes and scoring, written into every result (`suite_version`):
 scores of two versions are not comparable. 2.1: recall priced by the latency of what it brings
 back, archive ranked by the query alone. 3: open statements from the lexicon (subjects,
 properties and values from open pools, said in user, assistant, tool and reasoning turns;
 questions in paraphrase, asked again, after updates), a live load larger than the budget,
-signals of need; no memory-saving term, OOM weight 0.05."""
+signals of need; no memory-saving term, OOM weight 0.05. 4: no structural tells — days of
+varying length whose parts are said, not counted; `soon` asks a few turns on; first signals
+before or after their statement, for needs and asides alike; closures of subjects whose asks
+are over; values that change with no ask to come; a repeated ask's "again" sentence and small
+talk on either side of the question."""
 
 
 def __getattr__(name: str) -> Any:

@@ -13,6 +13,11 @@ Attacks, each at most `MAX_ATTACK` of the noop → oracle range:
 - `probe`: logistic regression on TF-IDF word and bigram features plus position, recency and
   role, trained on `PROBE_EPISODES` generated episodes (held-out AUC reported), keeping what it
   scores highest.
+- `shape-reader`: a keyless reader of structure alone (positions, roles, turn counts, sentence
+  order, which subjects recur, the level's documented distributions; no time expression and no
+  cue word), at most `MAX_SHAPE` of the range with the interval's upper end at most
+  `MAX_SHAPE_HIGH`; each of its shape rules switched off in turn is reported beside it (what
+  each structural regularity is worth).
 The reference:
 - `signal-reader`: reads only what arrives and the documented signal rules (no answer key;
   times parsed, subjects matched by the words of the facts read, cue classes from the docs):
@@ -53,6 +58,7 @@ from kv_context_env.policies.baselines import ContextPolicy, get_context_policy
 from kv_context_env.policies.extraction import parser_quality, perfect_extraction, template_parser
 from kv_context_env.policies.keeping import evict_except, recall_on_demand
 from kv_context_env.policies.probe import Probe, fit_probe, probe_auc, probe_policy
+from kv_context_env.policies.shape_reader import RULES, ShapeReader
 from kv_context_env.policies.signal_reader import SignalReader
 from kv_context_env.policies.template_signals import TemplateSignalReader
 from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer
@@ -80,9 +86,15 @@ AUC_EPISODES = 20
 BASELINES = ("noop", "trt-lru", "sliding-window", "sink-recent", "window-recall")
 ATTACKS = ("template-parser", "perfect-extraction", "recall-everything", "probe")
 REFERENCE = "signal-reader"
+SHAPE_READER = "shape-reader"
+"""The keyless reader of structure alone (`policies.shape_reader`); `shape-reader-without-R`
+is the same with shape rule R switched off (the ablation)."""
 CLOSED_READER = "closed-signal-reader"
 """The earlier reference: the reference's ranking on a closed list of signal templates."""
 MAX_ATTACK = 0.6
+MAX_SHAPE = 0.4
+MAX_SHAPE_HIGH = 0.45
+SHAPE_ABLATIONS = tuple(f"{SHAPE_READER}-without-{rule}" for rule in RULES)
 MIN_SIGNAL = 0.8
 FAKE_MARGIN = 0.3
 FAKE_READERS = ("echo", "idk", "whole-text")
@@ -155,7 +167,15 @@ def proof_seeds(episodes: int, first_seed: int = PROOF_SEED) -> range:
 
 
 def context_validation_jobs(episodes: int, first_seed: int = PROOF_SEED) -> list[ContextJob]:
-    agents = [*BASELINES, "oracle", *ATTACKS, REFERENCE, CLOSED_READER]
+    agents = [
+        *BASELINES,
+        "oracle",
+        *ATTACKS,
+        SHAPE_READER,
+        *SHAPE_ABLATIONS,
+        REFERENCE,
+        CLOSED_READER,
+    ]
     seeds = proof_seeds(episodes, first_seed)
     jobs = [
         ContextJob(agent, "extractive", level, seed)
@@ -192,6 +212,13 @@ def make_policy(agent: str) -> ContextPolicy:
     if agent == "probe":
         assert _PROBE is not None, "the probe is trained before the jobs run"
         return probe_policy(_PROBE)
+    if agent == SHAPE_READER:
+        return ShapeReader()
+    if agent.startswith(f"{SHAPE_READER}-without-"):
+        rule = agent.removeprefix(f"{SHAPE_READER}-without-")
+        if rule not in RULES:
+            raise ValueError(f"{agent!r}: {rule!r} is not a shape rule ({', '.join(RULES)})")
+        return ShapeReader(rules=frozenset(RULES) - {rule})
     if agent == REFERENCE:
         return SignalReader()
     if agent == CLOSED_READER:
@@ -344,6 +371,7 @@ def run_context_validation(
     auc = work.training.auc
     return [
         *_gap_checks(table),
+        *_shape_checks(table),
         *_closed_reader_reports(table),
         _oracle_accuracy_check(table),
         *_reader_checks(table),
@@ -411,6 +439,36 @@ def _gap_checks(t: _Table) -> list[Check]:
                     f"{t.metric(agent, level, 'recalls'):.1f})",
                 )
             )
+    return checks
+
+
+def _shape_checks(t: _Table) -> list[Check]:
+    """The reader of structure alone stays well below the reference; each of its rules off in
+    turn is reported (the share it closes without that rule)."""
+    checks = []
+    for level in JUDGED:
+        share, low, high = closed_share(t, SHAPE_READER, level)
+        checks.append(
+            Check(
+                f"context {SHAPE_READER} closes <= {MAX_SHAPE:.0%} of noop->oracle on {level} "
+                f"(interval's upper end <= {MAX_SHAPE_HIGH:.0%})",
+                share <= MAX_SHAPE and high <= MAX_SHAPE_HIGH,
+                f"{SHAPE_READER} {t.rewards(SHAPE_READER, level).mean():+.3f} closes "
+                f"{share:.0%} [{low:.0%}, {high:.0%}] (recalls "
+                f"{t.metric(SHAPE_READER, level, 'recalls'):.1f})",
+            )
+        )
+        rows = []
+        for agent in SHAPE_ABLATIONS:
+            without, _, _ = closed_share(t, agent, level)
+            rows.append(f"without {agent.rsplit('-', 1)[1]} {without:.0%}")
+        checks.append(
+            Check(
+                f"context {SHAPE_READER} with each shape rule off on {level} (reported)",
+                True,
+                f"all rules {share:.0%}; " + ", ".join(rows),
+            )
+        )
     return checks
 
 
@@ -546,7 +604,7 @@ def _parser_report(counts: tuple[int, int, int]) -> Check:
 
 
 def _ordering_checks(t: _Table) -> list[Check]:
-    agents = [*BASELINES, *ATTACKS, REFERENCE, "oracle"]
+    agents = [*BASELINES, *ATTACKS, SHAPE_READER, REFERENCE, "oracle"]
     return [
         Check(
             f"context ordering on {level} (reported)",

@@ -8,9 +8,10 @@ Shape. Message 0 is the system prompt; then `n_turns` turns, each
 
     user  →  [assistant reasoning]  →  [tool outputs]  →  assistant reply
 
-A day of the conversation is `day_turns` turns; its first user message names the weekday. A
-question turn holds a user question (and, sometimes, "remember that, it comes up again on
-Friday") and a short reply. Other turns carry the plan's statements and signals among filler:
+Days vary in length and their parts in turns (`calendar`); a day's first user message names the
+weekday, a part's first one says it has come ("Later that afternoon."). A question turn holds a
+user question (sometimes with "remember that, it comes up again on Friday" or small talk, before
+or after it) and a short reply. Other turns carry the plan's statements and signals among filler:
 statements in the user's chat, in a notes file or an e-mail the assistant opens, or in its
 reasoning; plans and reminders in chat, an e-mail or the assistant's reply, composed by
 `signal_text`; to-dos in notes; calendar lines in a calendar listing; recurring mentions and
@@ -18,7 +19,7 @@ closures in chat. A user message that asks for a tool says which one. On medium 
 plan whose live load peaks under the level's floor is redrawn (`MAX_DRAWS`).
 
 Answer key. Each `Question` names the current value when it is asked, the answer-bearing
-statement (`facts`), the fact's key, its level (`soon`: asked in the next turn; `later`: asked
+statement (`facts`), the fact's key, its level (`soon`: asked within a few turns; `later`: asked
 days later; `again`: a later ask of the same fact; `updated`: asked after the value changed),
 and the candidates: every value of the same class said anywhere in the conversation (other
 facts', stale ones, filler's), so naming any of them is a wrong answer.
@@ -49,7 +50,7 @@ from kv_context_env.types import (
 from .levels import LEVELS, LevelSpec
 from .lexicon import Lexicon, lexicon
 from .load import live_load
-from .plan import Fact, Signal, World, plan_world
+from .plan import FIRST_SIGNAL_KINDS, Fact, Signal, World, plan_world
 from .signal_text import SignalText, Worded
 from .valuegen import ValueDraw
 from .wording import Wording
@@ -184,8 +185,8 @@ class _Builder:
         self.lex = lex
         self.world = world
         self.first_weekday = int(rng.integers(7))
-        self.say = Wording(rng, lex, spec.day_turns, self.first_weekday)
-        self.signal_text = SignalText(rng, lex, spec.day_turns, self.first_weekday)
+        self.say = Wording(rng, lex, self.first_weekday)
+        self.signal_text = SignalText(rng, lex, world.calendar, self.first_weekday)
         self.signal_spans: list[SignalSpan] = []
         self.values = ValueDraw(rng, lex)
         self.messages: list[Message] = []
@@ -250,9 +251,7 @@ class _Builder:
         asked: list[tuple[int, int, str, Fact]] = []
         for turn in range(spec.n_turns):
             thread = threads[min(len(threads) - 1, turn * len(threads) // spec.n_turns)]
-            opening = (
-                self.say.day_start(turn // spec.day_turns) if turn % spec.day_turns == 0 else None
-            )
+            opening = self.opening(turn)
             if turn in world.questions:
                 fact = facts[world.questions[turn]]
                 index, text = self.question_turn(turn, fact, opening, again.get(turn))
@@ -273,16 +272,30 @@ class _Builder:
             tuple(self.signal_spans),
         )
 
+    def opening(self, turn: int) -> str | None:
+        """What a user message opens with when a day or a part of one begins at `turn`."""
+        calendar = self.world.calendar
+        if calendar.opens_day(turn):
+            return self.say.day_start(calendar.day(turn))
+        if calendar.opens_part(turn):
+            return self.say.part_start(calendar.part(turn))
+        return None
+
     def question_turn(
         self, turn: int, fact: Fact, opening: str | None, again: tuple[Fact, Signal] | None
     ) -> tuple[int, str]:
         """The question turn's messages; (the question's message index, its question)."""
-        parts: list[Part] = [(opening, None)] if opening else []
+        spec, rng = self.spec, self.rng
         question = self.say.question(fact)
-        parts.append((question, None))
-        if again is not None:
+        body: list[Part] = [(question, None)]
+        if again is not None:  # before or after the question (`p_again_first`)
             worded = self.signal_text.again(again[1], turn)
-            parts.append((worded.text, _SignalTag("again", fact.key, worded.form)))
+            tagged: Part = (worded.text, _SignalTag("again", fact.key, worded.form))
+            body.insert(0 if rng.random() < spec.p_again_first else len(body), tagged)
+        if rng.random() < spec.p_question_filler:  # small talk on either side
+            aside = (self.fresh("question-aside", self.lex.text("speech", "question_asides")), None)
+            body.insert(0 if rng.random() < 0.5 else len(body), aside)
+        parts: list[Part] = [(opening, None), *body] if opening else body
         index = self.add("user", "question", parts)
         self.add(
             "assistant",
@@ -371,13 +384,22 @@ class _Builder:
             return "chat", text.plain(fact, "recur", self.fresh("join", topic["user"])), "recur"
         if signal.kind == "close":
             return "chat", text.plain(fact, "close", self.fresh("join", topic["user"])), "close"
+        if signal.kind == "aside":  # hosted as a first signal is, naming no time
+            kind = self.pick(FIRST_SIGNAL_KINDS)
+            host = {"todo": "notes", "calendar": "calendar"}.get(kind) or self.signal_host()
+            filler = self.fresh("join", topic["user"]) if host == "chat" else None
+            return host, text.aside(fact, host, filler), "recur"
         if signal.kind in ("todo", "calendar"):
             host = "notes" if signal.kind == "todo" else "calendar"
             return host, text.need(fact, signal, turn, host, None), "need"
-        hosts = list(HOST_WEIGHTS)
-        host = hosts[int(self.rng.choice(len(hosts), p=list(HOST_WEIGHTS.values())))]
+        host = self.signal_host()
         filler = self.fresh("join", topic["user"]) if host == "chat" else None
         return host, text.need(fact, signal, turn, host, filler), "need"
+
+    def signal_host(self) -> str:
+        """Where a plan or reminder is said, by `HOST_WEIGHTS`."""
+        hosts = list(HOST_WEIGHTS)
+        return hosts[int(self.rng.choice(len(hosts), p=list(HOST_WEIGHTS.values())))]
 
     def tool(self, tool: str, thread: str, lines: list[Part]) -> None:
         rng, lex = self.rng, self.lex

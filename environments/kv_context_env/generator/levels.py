@@ -7,10 +7,18 @@ Kinds of fact (`plan.FactRole`):
   usually says so (a plan, a reminder, a to-do, a calendar line, "I'll need it again on
   Friday"), with probability `p_signal` per ask, naming the day and part of the day of need
   (a neighbouring part with probability `p_day_noise`);
-- `soon`: asked in the next turn (a detail from an e-mail the user asks about right away),
-  usually announced ("I'll need the gate code in a bit");
+- `soon`: asked within a few turns (`soon_turns`; a detail from an e-mail the user asks about
+  right away), usually announced ("I'll need the gate code in a bit");
 - `aside`: never asked; now and then it gets a signal anyway (`p_false_signal`: plans change),
-  and sometimes it is closed ("the plumber is all sorted now").
+  and otherwise it is mostly talked about near its statement with no time of need
+  (`p_aside_mention`), so that being talked about says nothing by itself.
+
+Where things sit carries no answer: a first signal falls before or after its statement alike
+(`cue_turns`), for needed facts and asides; a subject is closed ("the plumber is all sorted
+now") once nothing more of it is asked, whether it was ever needed or not (`p_close`); a value
+changes before an ask (`p_update`) or with no ask to come (`p_idle_update`); a repeated ask's
+"again" sentence comes before or after the question (`p_again_first`), and a question's
+message may carry small talk on either side (`p_question_filler`).
 """
 
 from __future__ import annotations
@@ -45,7 +53,8 @@ class LevelSpec:
     p_false_signal: float = 0.15
     """Chance that an `aside` fact gets a signal anyway."""
     p_close: float = 0.3
-    """Chance that an `aside` subject is closed ("all sorted") once nothing more is asked."""
+    """Chance, per fact, that its subject is closed ("all sorted") once nothing more of the
+    subject is asked: asides and facts whose asks are over alike."""
     p_day_noise: float = 0.1
     """Chance that a signal names a neighbouring part of a day (morning, afternoon, evening)
     instead of the part of the ask."""
@@ -61,8 +70,30 @@ class LevelSpec:
     """Turns from a `later` fact's statement to its first ask (at least, at most)."""
     reask_turns: tuple[int, int] = (4, 40)
     """Turns between two asks of a `later` fact."""
-    day_turns: int = 8
-    """Turns per day of the conversation (a new day opens with a greeting naming it)."""
+    soon_turns: tuple[int, int] = (1, 3)
+    """Turns from a `soon` fact's statement to its ask (at least, at most; uniform)."""
+    cue_turns: tuple[int, int] = (-3, 3)
+    """Turns from a fact's first statement to the signal announcing its first ask, and to an
+    aside's false signal (uniform; negative: before it). A `soon` fact's signal still comes
+    before its ask."""
+    p_aside_mention: float = 0.95
+    """Chance that an aside with no false signal is talked about near its statement anyway,
+    placed like a first signal (`cue_turns`) and in the same hosts (chat, the assistant's reply,
+    an e-mail, a notes line, a calendar line), but naming no time to come ("still waiting to
+    hear back about the plumber", "- chase the plumber (the other day)"): that a subject is
+    talked about near its statement says nothing; what is said about it does."""
+    p_again_first: float = 0.5
+    """Chance that a repeated ask's "it comes up again" sentence precedes the question."""
+    p_question_filler: float = 0.3
+    """Chance that a question's message carries a sentence of small talk, before or after the
+    question (evenly)."""
+    p_idle_update: float = 0.2
+    """Chance that a fact no question will ask again (an aside, or a fact past its last ask)
+    gets a new value anyway."""
+    day_turns: tuple[int, int] = (5, 11)
+    """Turns per day (at least, at most; each day's drawn evenly, so 8 on average), split
+    into morning, afternoon and evening at two cut points drawn evenly (`calendar`); a new day
+    opens with a greeting naming it, a new part with a line saying it has come."""
     filler: tuple[int, int] = (0, 2)
     min_peak_load: float = 0.0
     """Floor on the live load at the episode's peak, in tokens relative to the budget's: a
@@ -80,6 +111,10 @@ class LevelSpec:
             "p_close",
             "p_day_noise",
             "p_mention",
+            "p_aside_mention",
+            "p_again_first",
+            "p_question_filler",
+            "p_idle_update",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1]")
@@ -89,8 +124,12 @@ class LevelSpec:
             raise ValueError("a level needs at least 10 turns, a subject and a thread")
         if self.max_blocks < 4:
             raise ValueError("max_blocks must be at least 4")
-        if self.day_turns < 2:
-            raise ValueError("day_turns must be at least 2")
+        if not 3 <= self.day_turns[0] <= self.day_turns[1]:
+            raise ValueError("day_turns must be an ordered range from at least 3")
+        if not 1 <= self.soon_turns[0] <= self.soon_turns[1]:
+            raise ValueError("soon_turns must be an ordered range from at least 1")
+        if not self.cue_turns[0] <= 0 <= self.cue_turns[1]:
+            raise ValueError("cue_turns must be an ordered range around 0")
 
 
 LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
@@ -106,6 +145,7 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
             p_signal=1.0,
             p_reask=0.3,
             p_update=0.0,
+            p_idle_update=0.0,
             p_false_signal=0.05,
             p_day_noise=0.0,
         ),
@@ -134,6 +174,7 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
             p_signal=0.95,
             p_reask=0.35,
             p_update=0.3,
+            p_idle_update=0.3,
             p_false_signal=0.15,
             p_day_noise=0.1,
             lead_turns=(12, 90),

@@ -4,9 +4,9 @@ and the signals of need the conversation carries. Pure: everything comes from th
 caller passes, so a seed gives one plan. `conversation.generate_conversation` plans, then
 writes the text.
 
-Time is counted in turns (one user message each); a day is `LevelSpec.day_turns` turns in three
-parts (morning, afternoon, evening), and a signal names the day and part a fact will be needed
-("tomorrow morning", "on Thursday afternoon", "next Monday"). Which
+Time is counted in turns (one user message each); days of varying length in three parts
+(morning, afternoon, evening; `calendar.Calendar`), and a signal names the day and part a fact
+will be needed ("tomorrow morning", "on Thursday afternoon", "next Monday"). Which
 facts are asked follows the signals with noise (`levels` documents each probability): most
 asks are announced, some are not, some announced facts are never asked, and a named day can be
 off by one. Questions never share a turn; a statement never sits on a question turn.
@@ -19,15 +19,17 @@ from typing import Literal
 
 import numpy as np
 
+from .calendar import PARTS, Calendar, draw_calendar
 from .levels import LevelSpec
 from .lexicon import Lexicon, Prop, SubjectKind
 from .valuegen import ValueDraw
 
 FactRole = Literal["later", "soon", "aside"]
-SignalKind = Literal["plan", "need", "todo", "calendar", "again", "mention", "close"]
+SignalKind = Literal["plan", "need", "todo", "calendar", "again", "mention", "close", "aside"]
+"""`aside`: an aside talked about near its statement, naming no time to come."""
 MAX_ASKS = 3
-PARTS = 3
-"""Parts of a day a signal can name (morning, afternoon, evening)."""
+FIRST_SIGNAL_KINDS: tuple[SignalKind, ...] = ("plan", "need", "need", "todo", "calendar")
+"""The kinds a first-ask signal is drawn from (an aside's mention is hosted by the same draw)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,7 @@ class World:
     facts: list[Fact]
     questions: dict[int, int]
     """Question turn → fact id."""
+    calendar: Calendar
 
 
 class Planner:
@@ -88,8 +91,12 @@ class Planner:
         self.spec = spec
         self.lex = lex
         self.values = ValueDraw(rng, lex)
+        self.calendar = draw_calendar(rng, spec.n_turns, spec.day_turns)
         self.busy: set[int] = set()
         """Question turns."""
+        self.first_asks: list[tuple[Fact, int]] = []
+        """(fact, its first ask) of each first ask to announce, once the statements sit where
+        they will be said."""
         self.reserved: set[int] = set()
         """Turns whose statement a `soon` question asks next turn (never a question turn)."""
 
@@ -97,11 +104,11 @@ class Planner:
         return items[int(self.rng.integers(len(items)))]
 
     def day(self, turn: int) -> int:
-        return turn // self.spec.day_turns
+        return self.calendar.day(turn)
 
     def part(self, turn: int) -> int:
-        """0, 1 or 2: the third of its day `turn` falls in."""
-        return (turn % self.spec.day_turns) * PARTS // self.spec.day_turns
+        """0, 1 or 2: the part of its day `turn` falls in."""
+        return self.calendar.part(turn)
 
     def free(self, lo: int, hi: int) -> list[int]:
         """Turns in [lo, hi] that can still take a question."""
@@ -123,22 +130,28 @@ class Planner:
         for fact in sorted(facts, key=lambda f: f.said[0]):
             if fact.role == "soon":
                 self.soon(fact)
-        for fact in facts:
-            if fact.role == "aside":
-                self.aside(fact, facts)
-            if self.rng.random() < self.spec.p_mention:
-                first = fact.said[0]
-                fact.signals.append(
-                    Signal(int(self.rng.integers(first, self.spec.n_turns)), "mention")
-                )
         for fact in facts:  # a statement never sits on a question turn
             for i, turn in enumerate(fact.said):
                 while turn in self.busy and turn > 0:
                     turn -= 1
                 fact.said[i] = turn
+        for fact, ask in self.first_asks:  # placed from where the statement now sits
+            turn = min(self.cue_turn(fact.said[0]), ask - 1)
+            self.announce(fact, turn, ask, FIRST_SIGNAL_KINDS)
+        for fact in facts:
+            if fact.role == "aside":
+                self.aside(fact)
+            self.close(fact, facts)
+            self.idle_update(fact)
+            if self.rng.random() < self.spec.p_mention:
+                first = fact.said[0]
+                fact.signals.append(
+                    Signal(int(self.rng.integers(first, self.spec.n_turns)), "mention")
+                )
+        for fact in facts:
             assert all(a > fact.said[0] for a in fact.asks), "an ask before its statement"
         questions = {t: f.id for f in facts for t in f.asks}
-        return World(subjects, facts, questions)
+        return World(subjects, facts, questions, self.calendar)
 
     def subjects(self) -> list[Subject]:
         threads = self.lex.threads
@@ -221,9 +234,8 @@ class Planner:
             self.busy.add(ask)
             fact.asks.append(ask)
             if rng.random() < spec.p_signal:
-                if j == 0:  # said up to three turns before the statement, or with it
-                    turn = int(rng.integers(max(1, previous - 3), previous + 1))
-                    self.announce(fact, turn, ask, ("plan", "need", "need", "todo", "calendar"))
+                if j == 0:  # before the statement or after it (`cue_turns`), before the ask
+                    self.first_asks.append((fact, ask))
                 else:  # the previous question says it will come up again
                     self.announce(fact, previous, ask, ("again",))
             previous = ask
@@ -233,35 +245,66 @@ class Planner:
             fact.values.append(self.values.draw(fact.prop))
             fact.said.append(int(rng.integers(fact.said[0] + 1, fact.asks[-1])))
 
+    def cue_turn(self, said: int) -> int:
+        """The turn of a first signal about a fact said at `said`: `said` plus an offset drawn
+        evenly from `LevelSpec.cue_turns` (before or after the statement alike)."""
+        lo, hi = self.spec.cue_turns
+        offset = int(self.rng.integers(lo, hi + 1))
+        return min(max(1, said + offset), self.spec.n_turns - 1)
+
     def soon(self, fact: Fact) -> None:
+        """Said at a turn that is not a question's, asked `LevelSpec.soon_turns` later."""
         spec, rng = self.spec, self.rng
         last = max(2, int(spec.n_turns * spec.said))
-        slots = [t for t in range(1, last) if t not in self.busy and self.free(t + 1, t + 1)]
+        delay = int(rng.integers(spec.soon_turns[0], spec.soon_turns[1] + 1))
+        slots = [
+            t for t in range(1, last) if t not in self.busy and self.free(t + delay, t + delay)
+        ]
         if not slots:
             fact.role = "aside"
             return
         fact.said[0] = slots[int(rng.integers(len(slots)))]
-        ask = fact.said[0] + 1
+        ask = fact.said[0] + delay
         self.busy.add(ask)
         self.reserved.add(fact.said[0])
         fact.asks.append(ask)
         if rng.random() < spec.p_signal:
-            turn = int(rng.integers(max(1, fact.said[0] - 1), fact.said[0] + 1))
-            self.announce(fact, turn, ask, ("plan", "need", "need", "todo", "calendar"))
+            self.first_asks.append((fact, ask))
 
-    def aside(self, fact: Fact, facts: list[Fact]) -> None:
+    def aside(self, fact: Fact) -> None:
+        """A signal anyway, now and then (`p_false_signal`), or else mostly a mention with no
+        time (`p_aside_mention`), placed like a real first signal."""
         spec, rng = self.spec, self.rng
-        first = fact.said[0]
         if rng.random() < spec.p_false_signal:
-            turn = int(rng.integers(first, min(spec.n_turns - 1, first + 3) + 1))
+            turn = self.cue_turn(fact.said[0])
             day = self.day(turn) + int(rng.integers(0, 8))
             kind = self.pick(["plan", "need", "todo", "calendar"])
             fact.signals.append(Signal(turn, kind, day, int(rng.integers(PARTS))))  # type: ignore[arg-type]
-        if rng.random() < spec.p_close:
-            last = max((t for f in facts if f.subject is fact.subject for t in f.asks), default=0)
-            lo = max(first + 1, last + 1)
-            if lo < spec.n_turns:
-                fact.signals.append(Signal(int(rng.integers(lo, spec.n_turns)), "close"))
+        elif rng.random() < spec.p_aside_mention:
+            fact.signals.append(Signal(self.cue_turn(fact.said[0]), "aside"))
+
+    def close(self, fact: Fact, facts: list[Fact]) -> None:
+        """With `p_close`, a closure of the fact's subject once nothing more of the subject is
+        asked (any role: a subject whose asks are over is closed like an aside)."""
+        spec, rng = self.spec, self.rng
+        if rng.random() >= spec.p_close:
+            return
+        last = max((t for f in facts if f.subject is fact.subject for t in f.asks), default=0)
+        lo = max(fact.said[-1] + 1, last + 1)
+        if lo < spec.n_turns:
+            fact.signals.append(Signal(int(rng.integers(lo, spec.n_turns)), "close"))
+
+    def idle_update(self, fact: Fact) -> None:
+        """With `p_idle_update`, a new value that no question will ask: after an aside's
+        statement, or after a fact's last ask."""
+        spec, rng = self.spec, self.rng
+        if rng.random() >= spec.p_idle_update:
+            return
+        after = max([*fact.said, *fact.asks])
+        turns = [t for t in range(after + 1, spec.n_turns) if t not in self.busy]
+        if turns:
+            fact.values.append(self.values.draw(fact.prop))
+            fact.said.append(turns[int(rng.integers(len(turns)))])
 
 
 def plan_world(rng: np.random.Generator, spec: LevelSpec, lex: Lexicon) -> World:

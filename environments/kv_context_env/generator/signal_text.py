@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .calendar import Calendar
 from .lexicon import Lexicon
 from .plan import Fact, Signal
 from .wording import capital, possessive
@@ -44,10 +45,12 @@ class Worded:
 
 
 class SignalText:
-    def __init__(self, rng: np.random.Generator, lex: Lexicon, day_turns: int, first_weekday: int):
+    def __init__(
+        self, rng: np.random.Generator, lex: Lexicon, calendar: Calendar, first_weekday: int
+    ):
         self.rng = rng
         self.lex = lex
-        self.day_turns = day_turns
+        self.calendar = calendar
         self.first_weekday = first_weekday
         self.grammar = lex.raw["signals"]
 
@@ -66,8 +69,8 @@ class SignalText:
     def time_phrase(self, turn: int, day: int, part: int = -1) -> str:
         """How (`day`, `part` of it) is named at `turn` (days from 0; parts 0-2 or -1)."""
         weekdays = self.lex.text("days", "weekdays")
-        today = turn // self.day_turns
-        now = (turn % self.day_turns) * len(PART_NAMES) // self.day_turns
+        today = self.calendar.day(turn)
+        now = self.calendar.part(turn)
         ahead = day - today
         if ahead <= 0 and part <= now:
             return self.pick(
@@ -227,6 +230,20 @@ class SignalText:
     def again(self, signal: Signal, turn: int) -> Worded:
         w = self.time_phrase(turn, signal.day, signal.part)
         return self.dress(self.pick(self.grammar["again"]), "", w)
+
+    def aside(self, fact: Fact, host: str, filler: str | None) -> Worded:
+        """An aside talked about in `host` with no time to come: a recurring mention in chat,
+        an e-mail or the assistant's reply; a to-do or calendar line dated in the past."""
+        g = self.grammar
+        if host in ("notes", "calendar"):
+            w = self.pick(self.lex.text("days", "past"))
+            line = self.pick(g["todo_lines"] if host == "notes" else g["calendar_lines"])
+            form = line.replace("{b}", self.pick(g["todo_boxes"]))
+            form = form.replace("{v}", self.pick(g["todo_verbs"])) + self.pick(g["note_suffixes"])
+            text = form.format(X=self.mention(fact), W=w, n=self.name())
+            boxed = text.startswith(tuple(g["todo_boxes"]))
+            return Worded(text if boxed else "- " + text, form)
+        return self.dress(self.pick(g["recur"]), self.mention(fact, 0.5), "", filler)
 
     def plain(self, fact: Fact, kind: str, filler: str | None) -> Worded:
         """A recurring mention (`recur`) or a closure (`close`): the subject, no time."""

@@ -30,10 +30,9 @@ def capital(text: str) -> str:
 
 
 class Wording:
-    def __init__(self, rng: np.random.Generator, lex: Lexicon, day_turns: int, first_weekday: int):
+    def __init__(self, rng: np.random.Generator, lex: Lexicon, first_weekday: int):
         self.rng = rng
         self.lex = lex
-        self.day_turns = day_turns
         self.first_weekday = first_weekday
 
     def pick(self, items: tuple[str, ...] | list[str]) -> str:
@@ -110,6 +109,10 @@ class Wording:
     def day_start(self, day: int) -> str:
         form = self.pick(self.lex.text("days", "day_start"))
         return form.format(d=self.weekday(day), n=day + 1)
+
+    def part_start(self, part: int) -> str:
+        """A line saying the afternoon (`part` 1) or the evening (2) has come."""
+        return self.pick(self.lex.text("days", "part_start", ("afternoon", "evening")[part - 1]))
 
     # --- filler --------------------------------------------------------------------------
 

@@ -214,6 +214,14 @@ class SignalReader:
     weekday: int = 0
     day_started: int = 0
     day_lengths: list[int] = field(default_factory=list)
+    part: int = 0
+    """The part of today the conversation is in (a day opens in the morning; a line such as
+    "Later that afternoon." moves it on)."""
+    part_started: int = 0
+    part_lengths: list[list[int]] = field(default_factory=lambda: [[], [], []])
+    """Turns each part of a day lasted, as seen so far (morning, afternoon, evening)."""
+    opened: int = 0
+    """How many leading sentences of the message read last opened a day or a part of one."""
     seen: int = 0
     facts: dict[Key, Found] = field(default_factory=dict)
     said_turn: dict[Key, int] = field(default_factory=dict)
@@ -269,13 +277,47 @@ class SignalReader:
                 return 2, weekday
         return 0, -1
 
+    def part_turns(self, part: int) -> float:
+        """Turns a part of a day lasts on average, as seen so far."""
+        seen = self.part_lengths[part]
+        return sum(seen) / len(seen) if seen else DEFAULT_DAY_TURNS / len(PARTS)
+
+    def opens_part(self, sentence: str) -> int | None:
+        """The part of today a user message's first sentence says has come ("Later that
+        afternoon.", "Evening now."), or None: a short sentence (at most `OPENING_WORDS`
+        words) naming a later part than the current one, no day and no known subject."""
+        low = sentence.lower()
+        if len(low.split()) > OPENING_WORDS:
+            return None
+        part = day_part(low)
+        if part <= self.part or self.mentioned(sentence) is not None:
+            return None
+        named = parse_time(sentence, 0, self.weekday)
+        return part if named is None or named[0] == 0 else None
+
+    def open_part(self, part: int) -> None:
+        self.part_lengths[self.part].append(self.turn - self.part_started)
+        self.part = part
+        self.part_started = self.turn
+
     def part_window(self, day: int, part: int) -> tuple[int, int]:
-        per = self.day_turns()
-        base = self.day_started + (day - self.day) * per
+        """The turns (first, last) the named `part` of `day` (-1: the whole day) is expected
+        to span, from the parts' average lengths so far."""
+        lengths = [self.part_turns(p) for p in range(len(PARTS))]
+        if day <= self.day and (part < 0 or part <= self.part):
+            end = self.part_started + (
+                sum(lengths[self.part :]) if part < 0 else lengths[self.part]
+            )
+            return self.turn, max(self.turn, round(end) - 1)
+        if day <= self.day:
+            base = max(self.part_started + sum(lengths[self.part : part]), self.turn + 1)
+            return round(base), round(base + lengths[part]) - 1
+        base = max(self.part_started + sum(lengths[self.part :]), self.turn + 1)
+        base += (day - self.day - 1) * sum(lengths)
         if part < 0:
-            return round(base), round(base + per) - 1
-        third = per / len(PARTS)
-        return round(base + part * third), round(base + (part + 1) * third) - 1
+            return round(base), round(base + sum(lengths)) - 1
+        first = base + sum(lengths[:part])
+        return round(first), round(first + lengths[part]) - 1
 
     def named_time(self, text: str, today: int) -> tuple[int, int] | None:
         """(day, part) the time expression in `text` names (`parse_time`), or None."""
@@ -289,8 +331,7 @@ class SignalReader:
             return None
         day, part = named
         if day == today and part < 0:
-            now = int((self.turn - self.day_started) * len(PARTS) // self.day_turns())
-            part = min(now, len(PARTS) - 1)
+            part = self.part
         first, last = self.part_window(day, part)
         return max(first, self.turn + 1), max(last, self.turn + 1)
 
@@ -298,9 +339,12 @@ class SignalReader:
         """A day opens this turn on `weekday` (`day`: its number, where the opening names it)."""
         if self.day >= 0:
             self.day_lengths.append(self.turn - self.day_started)
+            self.part_lengths[self.part].append(self.turn - self.part_started)
         self.day = self.day + 1 if day is None else day
         self.weekday = weekday
         self.day_started = self.turn
+        self.part = 0
+        self.part_started = self.turn
 
     # --- reading ----------------------------------------------------------------------
 
@@ -325,6 +369,11 @@ class SignalReader:
                     counted = re.search(r"\bday (\d+)\b", sentences[opening - 1].lower())
                     self.open_day(opened, int(counted.group(1)) - 1 if counted else None)
                     sentences = sentences[opening:]
+                elif sentences and (part := self.opens_part(sentences[0])) is not None:
+                    self.open_part(part)
+                    sentences = sentences[1:]
+                    opening = 1
+                self.opened = opening
             found = parse_message(message.index, message.text)
             stated = {message.text[f.start : f.end] for f in found}
             for f in found:
@@ -407,9 +456,9 @@ class SignalReader:
 
     def again_window(self, text: str, question: str) -> tuple[int, int] | None:
         """When a question's message says the asked fact will be needed again: a sentence
-        other than the question (and the day's opening) that names a time."""
-        sentences = split_sentences(text)
-        sentences = sentences[self.opening(sentences)[0] :]
+        other than the question (and the opening of a day or a part of one) that names a
+        time."""
+        sentences = split_sentences(text)[self.opened :]
         for sentence in sentences:
             if sentence not in question:
                 window = self.window(sentence)
