@@ -207,3 +207,7 @@ def test_llama_cpp_compiles_the_grammars_and_decodes_a_call_under_them(engine):
         name = call["function"]["name"]
         arguments = json.loads(call["function"]["arguments"])
         assert name == "noop" or arguments["seq_id"] in targets[name]
+    # a request without tools (the context family's reader) is plain chat under the template
+    chat = ltc.chat_completion(engine, {"messages": messages[1:], "max_tokens": 4})
+    assert isinstance(chat["choices"][0]["message"]["content"], str)
+    assert chat["usage"]["completion_tokens"] <= 4
