@@ -219,8 +219,11 @@ def _print_estimate(jobs: list[EpisodeJob], spec: ModelSpec, prices: Prices | No
     from .model_cost import STAND_IN, estimate, reply_cap, totals_table
 
     status_line(f"eval: dry run, nothing is sent; {STAND_IN!r} plays the model offline")
+    with progress() as bar:
+        task = bar.add_task("estimate", total=len(jobs))
+        totals = estimate(jobs, spec, done=lambda: bar.advance(task))
     title = f"what this run would send (estimate; {STAND_IN!r} standing in for the model)"
-    out_console.print(totals_table(title, estimate(jobs, spec), prices, reply_cap(spec)))
+    out_console.print(totals_table(title, totals, prices, reply_cap(spec)))
 
 
 def _prices(args: EvalArgs) -> Prices | None:

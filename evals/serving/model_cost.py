@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -115,9 +115,16 @@ def stand_in_chat(spec: ModelSpec, cache: ProviderCache, stand_in: str = STAND_I
     return chat
 
 
-def estimate(jobs: Sequence[EpisodeJob], spec: ModelSpec, stand_in: str = STAND_IN) -> Totals:
+def estimate(
+    jobs: Sequence[EpisodeJob],
+    spec: ModelSpec,
+    stand_in: str = STAND_IN,
+    done: Callable[[], None] | None = None,
+) -> Totals:
     """The totals of running `jobs` against `spec`'s endpoint, with `stand_in` playing the
-    model; no request leaves this process."""
+    model; no request leaves this process. `done` is called after each episode. The time grows
+    with the square of an episode's turns under full history (every request is rebuilt whole,
+    as it is sent): 15 turns take ~0.3 s here, 120 take ~9 s."""
     cache = ProviderCache(min_tokens=min_cacheable_tokens(spec.name))
     usage = TokenUsage()
     calls = 0
@@ -130,6 +137,8 @@ def estimate(jobs: Sequence[EpisodeJob], spec: ModelSpec, stand_in: str = STAND_
         )
         usage.add(transcript.usage)
         calls += transcript.turns
+        if done is not None:
+            done()
     return Totals(episodes=len(jobs), calls=calls, **usage.as_dict())
 
 
