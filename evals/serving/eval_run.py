@@ -228,6 +228,9 @@ def _print_estimate(jobs: list[EpisodeJob], spec: ModelSpec, prices: Prices | No
 
 def _prices(args: EvalArgs) -> Prices | None:
     """The `--price-*` options as one value (None: no price given)."""
+    given = (args.price_in, args.price_out, args.price_cached, args.price_write)
+    if all(price is None for price in given):
+        return None  # (and the model clients' imports are not paid by a policy run)
     from .model_cost import eval_prices
 
     try:
