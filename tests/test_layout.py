@@ -23,7 +23,7 @@ def test_no_environment_module_imports_evals() -> None:
         sys.modules["evals"] = None
         root = {str(ENVIRONMENTS)!r}
         names = [m.name for m in pkgutil.walk_packages([root]) ]
-        optional = {{"torch", "transformers", "gymnasium", "llama_cpp"}}
+        optional = {{"torch", "transformers", "gymnasium", "xllamacpp"}}
         for name in names:
             try:
                 importlib.import_module(name)

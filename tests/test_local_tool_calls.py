@@ -1,9 +1,8 @@
 """The constrained tool-call format of `local:` models (`evals.servers.local_tool_calls`), without a
 model: the grammar built from the tools, the lines -> OpenAI `tool_calls` conversion, and the
-handler's routing (a fake `llama` stands in for the model; the real one is in
-test_local_model.py)."""
+request routing (a fake engine stands in for llama.cpp; the real one, and llama.cpp compiling
+these grammars, are in test_local_model.py)."""
 
-import importlib.util
 import json
 
 import pytest
@@ -12,8 +11,6 @@ from evals.servers import local_tool_calls as ltc
 from kv_cache_env.llm.tools import call_tool, tool_schemas
 from kv_cache_env.llm.valid_calls import valid_targets
 from kv_cache_env.sim import ACTIONS, Simulator, get_scenario, render
-
-HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
 
 def test_without_an_observation_the_grammar_constrains_the_shape_of_an_id_only():
@@ -51,17 +48,6 @@ def test_with_an_observation_each_tool_names_only_the_ids_it_is_valid_on():
     assert ltc.observation_targets([{"role": "user", "content": "hello"}]) is None
 
 
-@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
-def test_llama_cpp_compiles_the_grammar_with_ids():
-    from llama_cpp import llama_grammar
-
-    obs = Simulator(get_scenario("chat-human"), 1).observe()
-    for targets in (valid_targets(obs), {t.name: [] for t in ACTIONS.targeted}):
-        llama_grammar.LlamaGrammar.from_string(
-            ltc.reply_grammar(tool_schemas(), targets), verbose=False
-        )
-
-
 def test_tools_the_grammar_cannot_express_are_refused():
     two = {
         "type": "function",
@@ -72,13 +58,6 @@ def test_tools_the_grammar_cannot_express_are_refused():
     }
     with pytest.raises(ltc.UnsupportedTools):
         ltc.reply_grammar([*tool_schemas(), two])
-
-
-@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
-def test_llama_cpp_compiles_the_grammar():
-    from llama_cpp import llama_grammar
-
-    llama_grammar.LlamaGrammar.from_string(ltc.reply_grammar(tool_schemas()), verbose=False)
 
 
 def test_lines_become_openai_tool_calls_that_the_dispatcher_applies():
@@ -120,13 +99,16 @@ def test_earlier_calls_are_shown_to_the_model_in_its_own_format():
     assert prompt.endswith("obs 2<|im_end|>\n<|im_start|>assistant\n")
 
 
-class FakeLlama:
+class FakeEngine:
+    """llama.cpp's server API (`local_tool_calls.Engine`) answering with fixed text."""
+
     def __init__(self, text):
         self.text = text
-        self.requests = []
+        self.completions = []
+        self.chats = []
 
-    def create_completion(self, **kwargs):
-        self.requests.append(kwargs)
+    def handle_completions(self, request):
+        self.completions.append(request)
         return {
             "id": "cmpl-1",
             "created": 0,
@@ -135,39 +117,51 @@ class FakeLlama:
             "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
         }
 
+    def handle_chat_completions(self, request):
+        self.chats.append(request)
+        return {"choices": [{"message": {"role": "assistant", "content": self.text}}]}
 
-@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
-def test_handler_answers_tool_calls_under_the_grammar():
-    llama = FakeLlama("evict(r5)\ncompress(r2)")
+
+def _body(messages, tools=None, **extra):
+    return {"messages": messages, **({"tools": tools} if tools else {}), **extra}
+
+
+def test_requests_with_tools_are_answered_with_tool_calls_under_the_grammar():
+    engine = FakeEngine("evict(r5)\ncompress(r2)")
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
-    reply = ltc.constrained_tool_calling(
-        llama, messages, tools=tool_schemas(), temperature=0.0, seed=3
-    )
+    body = _body(messages, tool_schemas(), temperature=0.0, seed=3, max_tokens=7)
+    reply = ltc.chat_completion(engine, body)
     message = reply["choices"][0]["message"]
     assert message["content"] is None and reply["choices"][0]["finish_reason"] == "tool_calls"
     assert [c["function"]["name"] for c in message["tool_calls"]] == ["evict", "compress"]
-    (request,) = llama.requests
-    assert request["grammar"] is not None and request["temperature"] == 0.0
-    assert request["seed"] == 3 and request["stop"] == [ltc.END]
-    empty = ltc.constrained_tool_calling(FakeLlama(""), messages, tools=tool_schemas())
+    assert reply["usage"]["prompt_tokens"] == 10 and engine.chats == []
+    (request,) = engine.completions
+    assert request["grammar"] == ltc.reply_grammar(tool_schemas())  # "U" is no observation
+    assert request["prompt"] == ltc.render_prompt(messages, tool_schemas())
+    assert request["temperature"] == 0.0 and request["seed"] == 3
+    assert request["stop"] == [ltc.END] and "max_tokens" not in request  # the grammar bounds it
+    empty = ltc.chat_completion(FakeEngine(""), _body(messages, tool_schemas()))
     assert "tool_calls" not in empty["choices"][0]["message"]  # no call: the loop counts a noop
 
 
-@pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed")
-def test_requests_without_tools_are_plain_chat(monkeypatch):
-    seen = {}
+def test_llama_cpp_errors_pass_through():
+    class Refusing(FakeEngine):
+        def handle_completions(self, request):
+            return {"error": {"code": 400, "message": "failed to parse grammar"}}
 
-    def plain(**kwargs):
-        seen.update(kwargs)
-        return "plain reply"
+    messages = [{"role": "user", "content": "U"}]
+    reply = ltc.chat_completion(Refusing(""), _body(messages, tool_schemas()))
+    assert reply["error"]["code"] == 400
 
-    from llama_cpp import llama_chat_format
 
-    monkeypatch.setattr(llama_chat_format, "chatml_function_calling", plain)
+def test_requests_without_tools_or_unconstrained_are_llama_cpp_chat():
     messages = [{"role": "user", "content": "hi"}]
-    assert ltc.constrained_tool_calling(FakeLlama("x"), messages, tools=None) == "plain reply"
-    assert seen["tools"] is None
-    assert (
-        ltc.constrained_tool_calling(FakeLlama("x"), messages, tool_schemas(), "none")
-        == "plain reply"
-    )
+    for body, constrain in (
+        (_body(messages), True),
+        (_body(messages, tool_schemas(), tool_choice="none"), True),
+        (_body(messages, tool_schemas()), False),
+    ):
+        engine = FakeEngine("plain reply")
+        reply = ltc.chat_completion(engine, body, constrain=constrain)
+        assert reply["choices"][0]["message"]["content"] == "plain reply"
+        assert engine.chats == [body] and engine.completions == []

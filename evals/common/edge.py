@@ -72,6 +72,7 @@ OPTION_LIMITS: dict[str, tuple[float, float]] = {
     "--max-tokens": (1, 1 << 20),
     "--max-blocks": (1, 1 << 20),
     "--price-in": (0, 1e6),
+    "--price-out": (0, 1e6),
     "--price-cached": (0, 1e6),
     "--price-write": (0, 1e6),
     "--cache-min-tokens": (0, 1 << 20),

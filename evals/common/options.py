@@ -17,7 +17,7 @@ Constrain = Annotated[
     bool,
     typer.Option(
         help="local: models: replies to the tools are tool calls by constrained decoding "
-        "(--no-constrain: free text, as llama.cpp's chatml-function-calling gives it).",
+        "(--no-constrain: llama.cpp's own chat completion under the model's chat template).",
         rich_help_panel=MODEL_PANEL,
     ),
 ]

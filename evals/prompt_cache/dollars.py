@@ -1,6 +1,7 @@
 """Dollar cost of recorded model usage: what `kvarena report --price-in/--price-cached/
---price-write` shows per episode. Input side only (the prices of prompt tokens: fresh, read
-from the provider's cache, written to it); output tokens are not priced."""
+--price-write` shows per episode (input only: the prices of prompt tokens, fresh, read from the
+provider's cache, written to it), and what `kvarena eval --model` prints for a run and for its
+`--dry-run` estimate (with `--price-out`, output tokens too)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from .provider import CacheUsage, Prices
 def usage_cost(usage: Mapping[str, int], prices: Prices) -> float:
     """Dollars of one episode's `usage` (a result's `usage` field): `input_tokens` counts every
     prompt token, of which `cached_input_tokens` were read and `cache_write_input_tokens`
-    written; the rest is fresh input."""
+    written; the rest is fresh input. `output_tokens` at `prices.output` (0 in `report`)."""
     read = int(usage.get("cached_input_tokens", 0))
     written = int(usage.get("cache_write_input_tokens", 0))
     fresh = max(0, int(usage.get("input_tokens", 0)) - read - written)
-    return prices.cost(CacheUsage(fresh, read, written, 0, 0))
+    output = int(usage.get("output_tokens", 0))
+    return prices.cost(CacheUsage(fresh, read, written, 0, 0), output)
 
 
 def mean_episode_cost(results: Iterable[Mapping[str, Any]], prices: Prices) -> float | None:

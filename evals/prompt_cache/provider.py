@@ -133,10 +133,19 @@ class Prices:
     """US dollars per million tokens."""
 
     input: float
+    """Fresh (uncached) input."""
     cached: float
+    """Input read from the provider's cache."""
     write: float
+    """Input written to the provider's cache."""
+    output: float = 0.0
+    """Output (reply) tokens; 0 where only input is priced (`report`, `cache-replay`)."""
 
-    def cost(self, usage: CacheUsage) -> float:
+    def cost(self, usage: CacheUsage, output_tokens: int = 0) -> float:
+        """Dollars of one request's input `usage` and `output_tokens`."""
         return (
-            usage.uncached * self.input + usage.read * self.cached + usage.written * self.write
+            usage.uncached * self.input
+            + usage.read * self.cached
+            + usage.written * self.write
+            + output_tokens * self.output
         ) / 1_000_000

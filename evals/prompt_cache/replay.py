@@ -22,7 +22,7 @@ from kv_cache_env.llm.tools import tool_schemas
 
 from .provider import CacheUsage, Prices, ProviderCache
 from .requests import Message, RequestShape, request_units, split_request
-from .strategies import STRATEGIES, Strategy, make_planner, tools_tokens
+from .strategies import STRATEGIES, Planner, Strategy, make_planner, tools_tokens
 from .tiers import TierConfig
 
 
@@ -130,6 +130,20 @@ class StrategyTotals:
         }
 
 
+def bill_request(
+    shape: RequestShape,
+    tools: Sequence[dict[str, Any]],
+    planner: Planner,
+    cache: ProviderCache,
+    tool_tokens: int,
+) -> CacheUsage:
+    """One request's input as the provider bills it: `planner` places its breakpoints (as the
+    hosted client would), `cache` serves it. `tool_tokens`: `strategies.tools_tokens(tools)`."""
+    marks = planner.plan(shape, tool_tokens)
+    units, part_ends = request_units(shape.messages, tools)
+    return cache.serve(units, [part_ends[m] for m in marks])
+
+
 def replay(
     transcripts: Sequence[Transcript],
     prices: Prices,
@@ -152,9 +166,7 @@ def replay(
             before = row.cost
             tool_tokens = tools_tokens(transcript.tools)
             for shape in requests_of(transcript):
-                marks = planner.plan(shape, tool_tokens)
-                units, part_ends = request_units(shape.messages, transcript.tools)
-                row.add(cache.serve(units, [part_ends[m] for m in marks]), prices)
+                row.add(bill_request(shape, transcript.tools, planner, cache, tool_tokens), prices)
             row.per_episode.append(row.cost - before)
         totals.append(row)
     return totals

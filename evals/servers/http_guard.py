@@ -320,7 +320,7 @@ MAX_UPSTREAM_BYTES = 64 << 20
 
 def proxy_handler(upstream: tuple[str, int], timeout_s: float = 600.0) -> type[GuardedHandler]:
     """A handler that checks each request within the module's bounds and relays it to the HTTP
-    server at `upstream` (`serve-model`'s front to llama-cpp-python's server): the JSON body as
+    server at `upstream` (`serve-model`'s front to the local model server): the JSON body as
     read, the answer's status, content type and body (at most `MAX_UPSTREAM_BYTES`; a streamed
     answer arrives whole). An upstream that cannot be reached or answers too much is a 502."""
     import http.client

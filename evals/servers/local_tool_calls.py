@@ -1,14 +1,11 @@
-"""Constrained tool calling for `local:` models: a llama-cpp-python chat format whose replies can
-only be a list of calls to the request's tools, answered as ordinary OpenAI `tool_calls`.
+"""Constrained tool calling for `local:` models: the `kvarena-tool-calls` reply format, whose
+replies can only be a list of calls to the request's tools, answered as ordinary OpenAI
+`tool_calls`. The local model server (`evals.servers.local_engine`, llama.cpp through the
+`xllamacpp` wheel) answers every chat request with `chat_completion`.
 
-Owns the `kvarena-tool-calls` chat format, which the local model server runs in its own process
-(`python -m evals.servers.local_tool_calls` = llama-cpp-python's server with this format
-registered).
-
-Why: llama-cpp-python 0.3.36's `chatml-function-calling` format only puts the tools in the prompt
-when the request names a `tool_choice`; with none (what OpenAI clients send by default) the model
-never sees them, and with `"auto"` it may still answer `message:` in free text. A 135M model did so
-every turn. Here, when a request carries tools (and `tool_choice` is absent or `"auto"`):
+Why: left to its chat template, a 135M model answers a request with tools in free text (it did
+so every turn under llama-cpp-python's `chatml-function-calling` format). Here, when a request
+carries tools (and `tool_choice` is absent or `"auto"`):
 
 - the system message ends with a short description of the reply format;
 - the reply is generated under a GBNF grammar built from the tools and from this turn's
@@ -27,17 +24,17 @@ every turn. Here, when a request carries tools (and `tool_choice` is absent or `
   reads them like any hosted model's reply and the same tool dispatcher acts on them. An empty
   reply has no tool calls (the agent loop counts it as a noop).
 
-Requests without tools, with `tool_choice` `"none"` or naming one function are answered by
-`chatml-function-calling` unchanged (plain chat for the context family). The reply length is
-bounded by the grammar, so the request's `max_tokens` is not applied to constrained replies.
+Requests without tools, with `tool_choice` `"none"` or naming one function, and every request
+when constraining is off, are answered by llama.cpp's own chat completion (the model's chat
+template; plain chat for the context family). The reply length is bounded by the grammar, so
+the request's `max_tokens` is not applied to constrained replies.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
-from typing import Any
+from typing import Any, Protocol
 
 CHAT_FORMAT = "kvarena-tool-calls"
 MAX_CALLS = 4
@@ -187,66 +184,58 @@ def tool_calls_from(
     return out
 
 
-def constrained_tool_calling(
-    llama: Any,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None = None,
-    tool_choice: Any = None,
-    stream: bool = False,
-    **kwargs: Any,
-) -> Any:
-    """A llama-cpp-python chat completion handler (see the module docstring)."""
-    from llama_cpp import llama_chat_format, llama_grammar
+class Engine(Protocol):
+    """llama.cpp's server API as `xllamacpp.Server` exposes it (a request dict in, the response
+    dict out; an error is `{"error": {"code": ..., "message": ...}}`)."""
 
-    try:
-        grammar_text = (
-            reply_grammar(tools, observation_targets(messages))
-            if tools and tool_choice in (None, "auto")
-            else None
-        )
-    except UnsupportedTools:
-        grammar_text = None
-    if grammar_text is None:
-        return llama_chat_format.chatml_function_calling(
-            llama=llama,
-            messages=messages,
-            tools=tools,
-            tool_choice=tool_choice,
-            stream=stream,
-            **kwargs,
-        )
-    if stream:
-        raise ValueError(f"{CHAT_FORMAT}: streaming replies are not supported with tools")
-    grammar = llama_grammar.LlamaGrammar.from_string(grammar_text, verbose=False)
-    sampling = {
-        key: kwargs[key]
-        for key in (
-            "temperature", "top_p", "top_k", "min_p", "typical_p", "presence_penalty",
-            "frequency_penalty", "repeat_penalty", "tfs_z", "mirostat_mode", "mirostat_tau",
-            "mirostat_eta", "seed", "logits_processor", "logit_bias",
-        )
-        if kwargs.get(key) is not None
-    }  # fmt: skip
-    completion = llama.create_completion(
-        prompt=render_prompt(messages, tools),
-        stop=[END],
-        max_tokens=None,
-        grammar=grammar,
-        stream=False,
-        model=kwargs.get("model"),
-        **sampling,
+    def handle_completions(self, request: dict[str, Any]) -> dict[str, Any]: ...
+
+    def handle_chat_completions(self, request: dict[str, Any]) -> dict[str, Any]: ...
+
+
+SAMPLING = (
+    "temperature", "top_p", "top_k", "min_p", "typical_p", "presence_penalty",
+    "frequency_penalty", "repeat_penalty", "seed", "logit_bias",
+)  # fmt: skip
+"""The request's sampling fields a constrained reply passes on to llama.cpp."""
+
+
+def chat_completion(
+    engine: Engine, body: dict[str, Any], *, constrain: bool = True
+) -> dict[str, Any]:
+    """The chat completion for the OpenAI request `body` (see the module docstring)."""
+    messages: list[dict[str, Any]] = body["messages"]
+    tools = body.get("tools")
+    grammar = None
+    if constrain and tools and body.get("tool_choice") in (None, "auto"):
+        try:
+            grammar = reply_grammar(tools, observation_targets(messages))
+        except UnsupportedTools:
+            grammar = None
+    if grammar is None:
+        return engine.handle_chat_completions(body)
+    completion = engine.handle_completions(
+        {
+            "prompt": render_prompt(messages, tools),
+            "grammar": grammar,
+            "stop": [END],
+            **{key: body[key] for key in SAMPLING if body.get(key) is not None},
+        }
     )
+    if "error" in completion:
+        return completion
     choice = completion["choices"][0]
     text = choice["text"]
-    calls = tool_calls_from(text, tools, completion["id"])
+    completion_id = str(completion.get("id", "cmpl"))
+    calls = tool_calls_from(text, tools, completion_id)
     message: dict[str, Any] = {"role": "assistant", "content": None if calls else text}
     if calls:
         message["tool_calls"] = calls
     return {
-        "id": "chat" + completion["id"],
+        "id": "chat" + completion_id,
         "object": "chat.completion",
-        "created": completion["created"],
-        "model": completion["model"],
+        "created": completion.get("created", 0),
+        "model": completion.get("model", ""),
         "choices": [
             {
                 "index": 0,
@@ -257,24 +246,3 @@ def constrained_tool_calling(
         ],
         "usage": completion.get("usage"),
     }
-
-
-def register() -> None:
-    from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
-
-    LlamaChatCompletionHandlerRegistry().register_chat_completion_handler(
-        CHAT_FORMAT, constrained_tool_calling, overwrite=True
-    )
-
-
-def main() -> None:  # pragma: no cover - the server process's entry point
-    """llama-cpp-python's server (same arguments) with `kvarena-tool-calls` registered."""
-    register()
-    from llama_cpp.server.__main__ import main as serve
-
-    sys.argv[0] = "llama_cpp.server"
-    serve()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

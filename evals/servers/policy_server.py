@@ -101,6 +101,15 @@ def tool_calls_for(actions: list[Action]) -> list[dict[str, Any]]:
     return calls
 
 
+def policy_tool_calls(policy_name: str, text: str, seed: object = None) -> list[dict[str, Any]]:
+    """The tool calls the served policy answers the observation `text` with (no call = noop).
+    A seeded policy is reseeded from the text, and from the request's sampling `seed` if any."""
+    policy: Policy = create(policy_name)
+    salt = f"{seed}\n" if isinstance(seed, int) and not isinstance(seed, bool) else ""
+    policy.reset(zlib.crc32((salt + text).encode()))
+    return tool_calls_for(policy.act(parse(text)))
+
+
 class PolicyServer:
     """Serve `policy_name` on host:port (port 0 = pick a free one) in a background thread."""
 
@@ -188,12 +197,7 @@ class PolicyServer:
     def _policy_calls(
         self, text: str, fault: str | None, seed: object = None
     ) -> list[dict[str, Any]]:
-        observation = parse(text)
-        policy: Policy = create(self.policy_name)
-        # seeded policies: deterministic per request (its text, and its sampling seed if any)
-        salt = f"{seed}\n" if isinstance(seed, int) and not isinstance(seed, bool) else ""
-        policy.reset(zlib.crc32((salt + text).encode()))
-        calls = tool_calls_for(policy.act(observation))
+        calls = policy_tool_calls(self.policy_name, text, seed)
         if fault == "badjson" and calls:
             calls[0]["function"]["arguments"] = calls[0]["function"]["arguments"][:-1] + ',"'
         elif fault == "badjson":

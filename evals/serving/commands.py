@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -135,6 +135,35 @@ MaxTokens = Annotated[
         min=1, metavar="N", help="Cap on each reply's tokens.", rich_help_panel=MODEL_PANEL
     ),
 ]
+DryRun = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="With --model: print the episodes, model calls, input and output tokens and cost "
+        "the run would spend, estimated offline with a built-in policy standing in for the "
+        "model, and send nothing (the run prints the same totals at its end).",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
+
+
+def _price(what: str) -> Any:
+    return typer.Option(min=0, metavar="PRICE", help=what, rich_help_panel=MODEL_PANEL)
+
+
+PriceIn = Annotated[
+    float | None,
+    _price("$ per million fresh input tokens: the cost of a model run and its --dry-run."),
+]
+PriceOut = Annotated[float | None, _price("$ per million output tokens (with --price-in).")]
+PriceCached = Annotated[
+    float | None,
+    _price("$ per million input tokens read from the provider's cache (default: --price-in)."),
+]
+PriceWrite = Annotated[
+    float | None,
+    _price("$ per million input tokens written to the provider's cache (default: --price-in)."),
+]
 Hints = Annotated[
     bool,
     typer.Option(
@@ -209,6 +238,11 @@ def eval_command(
     temperature: Temperature = None,
     sampling_seed: SamplingSeed = None,
     max_tokens: MaxTokens = None,
+    dry_run: DryRun = False,
+    price_in: PriceIn = None,
+    price_out: PriceOut = None,
+    price_cached: PriceCached = None,
+    price_write: PriceWrite = None,
     hints: Hints = True,
     constrain: Constrain = True,
     scenario: Scenario = None,
@@ -223,11 +257,11 @@ def eval_command(
     weights: Weights = None,
     force: Force = False,
     wide: Wide = False,
-) -> RunDone:
+) -> RunDone | None:
     """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json.
 
     With no option: every built-in policy, the reference bound included, on the serving suite,
-    10 episodes each, no API key.
+    10 episodes each, no API key. With --model and --dry-run: what the run would send and cost.
     """
     options = dict(locals())  # the options by name: EvalArgs has the same fields
     options["api"] = api.value

@@ -22,7 +22,15 @@ from kv_cache_env.suggest import unknown_name
 from kv_cache_env.traces import TraceError
 from rubrics import Weights
 
-from ..common.console import console, plan_line, progress, summary_line, versions
+from ..common.console import (
+    console,
+    out_console,
+    plan_line,
+    progress,
+    status_line,
+    summary_line,
+    versions,
+)
 from ..common.durable import OutputError
 from ..common.edge import (
     EXIT_EPISODES_FAILED,
@@ -47,6 +55,7 @@ from .tables import print_tables
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from ..prompt_cache.provider import Prices
     from ..servers.local_model import LocalModelServer
     from .model_eval import ModelSpec
 
@@ -68,6 +77,11 @@ class EvalArgs:
     temperature: float | None
     sampling_seed: int | None
     max_tokens: int | None
+    dry_run: bool
+    price_in: float | None
+    price_out: float | None
+    price_cached: float | None
+    price_write: float | None
     hints: bool
     constrain: bool
     scenario: list[str] | None
@@ -84,11 +98,13 @@ class EvalArgs:
     wide: bool = False
 
 
-def run_eval(args: EvalArgs) -> RunDone:
+def run_eval(args: EvalArgs) -> RunDone | None:
     """Run policies (or a model) on scenarios or a trace; write results.jsonl and run.json and
-    print the tables. The app's closing step prints the ranking (`RunDone`)."""
+    print the tables. The app's closing step prints the ranking (`RunDone`). With `dry_run`,
+    print what the model run would send and cost, and return None having sent nothing."""
     started = time.perf_counter()
     names, tiers = _check(args)
+    prices = _prices(args)
     spec, local_server = _model_spec(args) if args.model else (None, None)
     weights = parse_weights(args.weights, Weights)  # checked once; passed on as it is
     count = 1 if args.full else args.episodes
@@ -108,6 +124,10 @@ def run_eval(args: EvalArgs) -> RunDone:
         for name in names
         for i in range(count)
     ]
+    if args.dry_run:
+        assert spec is not None  # _check: --dry-run needs --model
+        _print_estimate(jobs, spec, prices)
+        return None
     out = args.out or Path("runs") / datetime.now(UTC).strftime("eval-%Y%m%d-%H%M%S")
     counts = [(len(names), "agents"), (len(tiers), "scenarios"), (count, "seeds")]
     console.print(plan_line("eval", len(jobs), counts, out), highlight=False)
@@ -132,6 +152,11 @@ def run_eval(args: EvalArgs) -> RunDone:
         results = run.finish(job.key for job in jobs)
         run_info = write_run_info(out, run_info, results, "complete", started)
     _print_results(results, args, weights)
+    if spec is not None:
+        from .model_cost import reply_cap, run_totals, totals_table
+
+        title = "what this run sent (as the endpoint billed it)"
+        out_console.print(totals_table(title, run_totals(results), prices, reply_cap(spec)))
     failed = run_info["episodes_failed"]
     console.print(
         f"wrote {run.results_path} and {out / 'run.json'}: {run_info['episodes_run']} episodes, "
@@ -189,6 +214,31 @@ def _print_results(results: list[dict[str, Any]], args: EvalArgs, weights: Weigh
     print_tables(summarize(results), normalized, wide=args.wide, reference=sources)
 
 
+def _print_estimate(jobs: list[EpisodeJob], spec: ModelSpec, prices: Prices | None) -> None:
+    """The dry run's table: the run's totals, estimated offline (`model_cost`)."""
+    from .model_cost import STAND_IN, estimate, reply_cap, totals_table
+
+    status_line(f"eval: dry run, nothing is sent; {STAND_IN!r} plays the model offline")
+    with progress() as bar:
+        task = bar.add_task("estimate", total=len(jobs))
+        totals = estimate(jobs, spec, done=lambda: bar.advance(task))
+    title = f"what this run would send (estimate; {STAND_IN!r} standing in for the model)"
+    out_console.print(totals_table(title, totals, prices, reply_cap(spec)))
+
+
+def _prices(args: EvalArgs) -> Prices | None:
+    """The `--price-*` options as one value (None: no price given)."""
+    given = (args.price_in, args.price_out, args.price_cached, args.price_write)
+    if all(price is None for price in given):
+        return None  # (and the model clients' imports are not paid by a policy run)
+    from .model_cost import eval_prices
+
+    try:
+        return eval_prices(args.price_in, args.price_out, args.price_cached, args.price_write)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+
+
 def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
     """InputError for the first bad option; else (agent names, scenario names). Fills in the
     API key variable's default."""
@@ -205,6 +255,10 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
             "--temperature": args.temperature,
             "--sampling-seed": args.sampling_seed,
             "--max-tokens": args.max_tokens,
+            "--price-in": args.price_in,
+            "--price-out": args.price_out,
+            "--price-cached": args.price_cached,
+            "--price-write": args.price_write,
         }
     )
     if args.model and args.policy:
@@ -215,6 +269,11 @@ def _check(args: EvalArgs) -> tuple[list[str], list[str]]:
         raise InputError("--resume needs --out (the run directory to finish)")
     if args.api not in ("openai", "anthropic"):
         raise InputError(f"--api must be 'openai' or 'anthropic', not {args.api!r}")
+    if args.dry_run and not args.model:
+        raise InputError("--dry-run needs --model (built-in policies send nothing)")
+    priced = [args.price_in, args.price_out, args.price_cached, args.price_write]
+    if any(price is not None for price in priced) and not args.model:
+        raise InputError("--price-* need --model (built-in policies cost nothing)")
     if args.sampling_seed is not None and not args.model:
         raise InputError("--sampling-seed needs --model (policies draw from the episode seed)")
     if args.sampling_seed is not None and args.api == "anthropic":
@@ -312,7 +371,8 @@ def _model_spec(args: EvalArgs) -> tuple[ModelSpec, LocalModelServer | None]:
         sampling_seed=args.sampling_seed,
     )
     try:
-        api_key(spec)
+        if not args.dry_run:  # a dry run sends nothing: no key needed
+            api_key(spec)
     except ValueError as error:
         raise InputError(str(error)) from None
     return spec, local_server
