@@ -14,6 +14,7 @@ from evals.cli import app
 from evals.common.result_check import family_of, parse_line
 from evals.report.build import ReportError, build_report, load_results, to_dataset
 from kv_cache_env.sim import SUITE_VERSION
+from kv_context_env import CONTEXT_SUITE_VERSION
 
 runner = CliRunner()
 GOLDEN = Path(__file__).parent / "golden"
@@ -59,13 +60,15 @@ def test_serving_and_context_runs_make_one_leaderboard(tmp_path, serving_run, co
     assert context.index("## Context family: ranking") < context.index(
         "## Context family: every agent on every level"
     )
-    assert "Context suite version 3" in context
+    assert f"Context suite version {CONTEXT_SUITE_VERSION}" in context
     for agent in ("noop", "trt-lru", "oracle"):
         assert f"| {agent} |" in context
     # both families' ranking tables are on the page, the serving one first
     assert page.index("id='ranking'") < page.index("id='context-ranking-1'")
     assert page.index("id='leaderboard'") < page.index("id='context-leaderboard'")
-    assert f"Serving suite v{SUITE_VERSION}, context suite v3; 2 run(s)" in page
+    assert (
+        f"Serving suite v{SUITE_VERSION}, context suite v{CONTEXT_SUITE_VERSION}; 2 run(s)" in page
+    )
 
 
 def test_context_runs_alone_are_ranked_between_noop_and_the_oracle(tmp_path, context_run):

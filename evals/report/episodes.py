@@ -42,6 +42,7 @@ from kv_cache_env.sim import EpisodeRecord
 from rubrics import COMPONENTS
 from rubrics.metrics import PRESSURE_USAGE
 
+from ..common.durable import OutputError, describe
 from ..common.result_check import family_of
 from ..common.run_dir import transcript_name
 from ..common.secrets import scrub
@@ -99,6 +100,15 @@ def write_pages(
     whole; returns episode id -> the page's path relative to `out`."""
     chosen = _ordered(serving_episodes(episodes), order)[:MAX_PAGES]
     target = out / EPISODES_DIR
+    try:
+        return _write_pages(chosen, target, out)
+    except OSError as error:  # a full disk, a read-only folder: one clean error, nothing partial
+        raise OutputError(f"cannot write {target}: {describe(error)}") from None
+
+
+def _write_pages(
+    chosen: Sequence[Episode], target: Path, out: Path
+) -> dict[tuple[str, str, int], str]:
     staging = Path(tempfile.mkdtemp(prefix=f".{EPISODES_DIR}.", dir=out))
     links: dict[tuple[str, str, int], str] = {}
     try:
