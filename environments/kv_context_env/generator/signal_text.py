@@ -213,12 +213,7 @@ class SignalText:
         g = self.grammar
         w = self.time_phrase(turn, signal.day, signal.part)
         if host in ("notes", "calendar"):
-            line = self.pick(g["todo_lines"] if host == "notes" else g["calendar_lines"])
-            form = line.replace("{b}", self.pick(g["todo_boxes"]))
-            form = form.replace("{v}", self.pick(g["todo_verbs"])) + self.pick(g["note_suffixes"])
-            text = form.format(X=self.mention(fact), W=w, n=self.name())
-            boxed = text.startswith(tuple(g["todo_boxes"]))
-            return Worded(text if boxed else "- " + text, form)
+            return self.dated_line(fact, host, w)
         if host == "assistant":
             frames = g["assistant"]
         elif host == "chat" and self.chance(0.15):
@@ -237,13 +232,18 @@ class SignalText:
         g = self.grammar
         if host in ("notes", "calendar"):
             w = self.pick(self.lex.text("days", "past"))
-            line = self.pick(g["todo_lines"] if host == "notes" else g["calendar_lines"])
-            form = line.replace("{b}", self.pick(g["todo_boxes"]))
-            form = form.replace("{v}", self.pick(g["todo_verbs"])) + self.pick(g["note_suffixes"])
-            text = form.format(X=self.mention(fact), W=w, n=self.name())
-            boxed = text.startswith(tuple(g["todo_boxes"]))
-            return Worded(text if boxed else "- " + text, form)
+            return self.dated_line(fact, host, w)
         return self.dress(self.pick(g["recur"]), self.mention(fact, 0.5), "", filler)
+
+    def dated_line(self, fact: Fact, host: str, when: str) -> Worded:
+        """A to-do ("notes") or calendar ("calendar") line naming `fact` and the time `when`."""
+        g = self.grammar
+        line = self.pick(g["todo_lines"] if host == "notes" else g["calendar_lines"])
+        form = line.replace("{b}", self.pick(g["todo_boxes"]))
+        form = form.replace("{v}", self.pick(g["todo_verbs"])) + self.pick(g["note_suffixes"])
+        text = form.format(X=self.mention(fact), W=when, n=self.name())
+        boxed = text.startswith(tuple(g["todo_boxes"]))
+        return Worded(text if boxed else "- " + text, form)
 
     def plain(self, fact: Fact, kind: str, filler: str | None) -> Worded:
         """A recurring mention (`recur`) or a closure (`close`): the subject, no time."""
