@@ -15,7 +15,7 @@ def test_request_lifecycle_prefill_then_decode_then_complete():
     assert tokens == [0, 0, 1, 4, 3]
     a = sim.engine.sequences["a"]
     assert a.status is Status.FINISHED and a.generated == 8
-    assert sim.engine.pool.used == 0
+    assert sim.engine.kv.pool.used == 0
 
 
 def test_admission_allocates_nothing_private_until_the_chunk_is_computed():
@@ -23,7 +23,7 @@ def test_admission_allocates_nothing_private_until_the_chunk_is_computed():
     sim = tiny_sim([req("a", prompt=31, output=100, rate=1)], capacity=20)
     steps(sim, 2)  # t0 arrives, t1 admitted
     a = sim.engine.sequences["a"]
-    assert a.status is Status.RUNNING and a.gpu_blocks == 0 and sim.engine.pool.used == 0
+    assert a.status is Status.RUNNING and a.gpu_blocks == 0 and sim.engine.kv.pool.used == 0
     assert a.prefill_remaining == 31
     steps(sim, 1)  # t2: 31 prompt tokens + the first token = 32 tokens = 8 fp16 blocks
     assert a.gpu_blocks == 8 and a.generated == 1
@@ -52,10 +52,10 @@ def test_compress_stacks_one_level_per_call_and_repacks():
     second = sim.apply(compress("a"))
     assert second.ok and second.freed_blocks == 2
     assert a.quantization_level is Quantization.INT4 and a.gpu_blocks == 2
-    used = sim.engine.pool.used
+    used = sim.engine.kv.pool.used
     third = sim.apply(compress("a"))
     assert not third.ok and "already int4" in third.message
-    assert a.gpu_blocks == 2 and sim.engine.pool.used == used
+    assert a.gpu_blocks == 2 and sim.engine.kv.pool.used == used
     assert sim.record().invalid_calls == 1 and sim.record().compress_calls == 2
     sim.check_invariants()
     # growth continues at int4: 16 tokens per block, a new block only past 32 tokens
@@ -101,7 +101,7 @@ def test_evicting_a_shared_prefix_sequence_frees_only_its_private_blocks():
         capacity=20,
     )
     steps(sim, 3)
-    pool = sim.engine.pool
+    pool = sim.engine.kv.pool
     a, b = sim.engine.sequences["a"], sim.engine.sequences["b"]
     assert pool.ref_counts == {100: 2, 101: 2}
     private_a = a.gpu_blocks
@@ -131,7 +131,7 @@ def test_new_request_reuses_cached_prefix_blocks():
     )
     steps(sim, 4)  # a admitted at t1, finished at t2; its prefix stays cached
     assert sim.engine.sequences["a"].status is Status.FINISHED
-    assert list(sim.engine.pool.cached) == [9, 8, 7]
+    assert list(sim.engine.kv.pool.cached) == [9, 8, 7]
     stats = sim.step()  # t4: b arrives
     stats = sim.step()  # t5: b admitted with a 3-block prefix hit
     assert (stats.prefix_hit_blocks, stats.prefix_lookup_blocks) == (3, 3)
@@ -194,15 +194,15 @@ def test_swap_of_a_running_sequence_offloads_it_and_loads_it_back_on_readmission
     assert result.ok and result.freed_blocks == 5
     # offload: it leaves the GPU for the queue's front, holding its KV on CPU
     assert a.status is Status.WAITING and a.cpu_blocks == 5 and a.gpu_blocks == 0
-    assert sim.engine.waiting[0] is a and sim.engine.pool.used == 0
-    assert sim.engine.cpu_used == 5
+    assert sim.engine.waiting[0] is a and sim.engine.kv.pool.used == 0
+    assert sim.engine.host.cpu_used == 5
     assert not sim.apply(swap("a")).ok  # no GPU KV left to offload
     assert not sim.apply(compress("a")).ok
     stats = sim.step()  # t3: never back in the step it left
     assert a.status is Status.WAITING and stats.tokens == 0 and stats.swap_ins == 0
     stats = sim.step()  # t4: readmitted, its 5 blocks loaded back (no recompute)
     assert a.status is Status.RUNNING and a.gpu_blocks == 5 and a.cpu_blocks == 0
-    assert a.prefill_remaining == 0 and sim.engine.cpu_used == 0
+    assert a.prefill_remaining == 0 and sim.engine.host.cpu_used == 0
     assert stats.swap_ins == 1
     assert stats.swap_latency_s == 0.1 + 17 * scenario_bytes / 25e9
     stats = sim.step()  # t5: decodes at once
@@ -253,7 +253,7 @@ def test_invalid_actions_change_nothing_and_name_the_valid_ids():
         capacity=40,
     )
     steps(sim, 4)  # r1 running, r2 finished, r3 waiting
-    pool_before = (sim.engine.pool.used, sim.engine.pool.available)
+    pool_before = (sim.engine.kv.pool.used, sim.engine.kv.pool.available)
     cases = {
         evict("zz"): "unknown seq_id 'zz'; valid ids: r1",
         evict("r2"): "r2 already finished",
@@ -264,7 +264,7 @@ def test_invalid_actions_change_nothing_and_name_the_valid_ids():
         result = sim.apply(action)
         assert not result.ok and expected in result.message
         assert "\n" not in result.message
-    assert (sim.engine.pool.used, sim.engine.pool.available) == pool_before
+    assert (sim.engine.kv.pool.used, sim.engine.kv.pool.available) == pool_before
     assert sim.apply(noop()).ok
     record = (sim.step(), sim.record())[1]
     assert record.invalid_calls == 4 and record.noop_calls == 1 + 4  # the 4 empty turns

@@ -1,8 +1,8 @@
-"""`Simulator.clone` and `Engine.clone` are built from one declaration of every field: the
-declaration matches a live object's fields, shared fields are immutable or declared read-only,
-and mutating every field of a clone in place (append, setitem, nested attributes, every copied
-sequence) leaves the original as it was. A forgotten field would leak state between the bound's
-play-outs."""
+"""`Simulator.clone`, `Scheduler.clone` and its parts' (`KVCacheManager`, `HostLink`) are each
+built from one declaration of every field: the declaration matches a live object's fields,
+shared fields are immutable or declared read-only, and mutating every field of a clone in place
+(append, setitem, nested attributes, every copied sequence) leaves the original as it was. A
+forgotten field would leak state between the bound's play-outs."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ import pytest
 
 from kv_cache_env.sim import Simulator, Status, compress, get_scenario, swap
 from kv_cache_env.sim.block_pool import BlockPool
-from kv_cache_env.sim.engine import Engine
+from kv_cache_env.sim.host_link import HostLink
+from kv_cache_env.sim.kv_manager import KVCacheManager
+from kv_cache_env.sim.scheduler import Scheduler
 from kv_cache_env.sim.sequence import Sequence
 
 DONE = (Status.FINISHED, Status.FAILED)
@@ -39,14 +41,23 @@ def _frozen(value: object) -> bool:
     return dataclasses.is_dataclass(value) and params is not None and params.frozen
 
 
-@pytest.mark.parametrize("cls", [Simulator, Engine])
+OWNERS = {
+    Simulator: lambda sim: sim,
+    Scheduler: lambda sim: sim.engine,
+    KVCacheManager: lambda sim: sim.engine.kv,
+    HostLink: lambda sim: sim.engine.host,
+}
+"""Each class that declares its clone groups, and where a simulator holds one."""
+
+
+@pytest.mark.parametrize("cls", list(OWNERS), ids=lambda c: c.__name__)
 def test_every_field_is_declared_once_and_cloned(cls):
     sim = _busy_simulator()
-    obj = sim if cls is Simulator else sim.engine
+    obj = OWNERS[cls](sim)
     shared, own = set(cls.SHARED_FIELDS), set(cls.OWN_FIELDS)
     assert not shared & own and len(shared) == len(cls.SHARED_FIELDS)
     assert set(vars(obj)) == shared | own
-    assert set(vars(obj.clone())) == shared | own
+    assert set(vars(OWNERS[cls](sim.clone()))) == shared | own
     for name in cls.SHARED_FIELDS:  # shared: immutable, or read-only by declaration
         value = getattr(obj, name)
         assert isinstance(value, IMMUTABLE) or _frozen(value) or name in cls.READ_ONLY_FIELDS, (
@@ -54,9 +65,10 @@ def test_every_field_is_declared_once_and_cloned(cls):
         )
 
 
-def test_a_clone_refuses_an_undeclared_field():
+@pytest.mark.parametrize("cls", list(OWNERS), ids=lambda c: c.__name__)
+def test_a_clone_refuses_an_undeclared_field(cls):
     sim = _busy_simulator()
-    sim.engine.extra = []
+    OWNERS[cls](sim).extra = []
     with pytest.raises(AssertionError, match="extra"):
         sim.clone()
 
@@ -80,8 +92,8 @@ def _mutate(value: object) -> None:
     elif isinstance(value, BlockPool):
         value.num_free += 1
         value.num_private += 1
-    elif isinstance(value, Engine):
-        for name in Engine.OWN_FIELDS:
+    elif isinstance(value, Scheduler | KVCacheManager | HostLink):
+        for name in type(value).OWN_FIELDS:
             _mutate(getattr(value, name))
 
 
@@ -93,7 +105,7 @@ def test_mutating_every_field_of_a_clone_leaves_the_original_unchanged():
             for n in Simulator.OWN_FIELDS
             if n != "_tables"
         },
-        **{f"engine.{n}": pickle.dumps(getattr(sim.engine, n)) for n in Engine.OWN_FIELDS},
+        **{f"engine.{n}": pickle.dumps(getattr(sim.engine, n)) for n in Scheduler.OWN_FIELDS},
     }
     clone = sim.clone()
     for name in Simulator.OWN_FIELDS:
@@ -104,7 +116,7 @@ def test_mutating_every_field_of_a_clone_leaves_the_original_unchanged():
             for n in Simulator.OWN_FIELDS
             if n != "_tables"
         },
-        **{f"engine.{n}": pickle.dumps(getattr(sim.engine, n)) for n in Engine.OWN_FIELDS},
+        **{f"engine.{n}": pickle.dumps(getattr(sim.engine, n)) for n in Scheduler.OWN_FIELDS},
     }
     changed = [name for name in before if before[name] != after[name]]
     shared = [s for k, s in sim.engine.sequences.items() if clone.engine.sequences[k] is s]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from kv_cache_env.sim import BlockType, FollowUp, PauseKind, Request
-from kv_cache_env.sim.engine import StepStats
 from kv_cache_env.sim.frozen import slot_constructor
 from kv_cache_env.sim.record import EvictionRecord
+from kv_cache_env.sim.scheduler import StepStats
 from kv_cache_env.traces import TraceRequest
 
 

@@ -107,7 +107,7 @@ def test_invalid_actions_change_nothing_and_are_counted():
     obs2, reward, terminated, _, info = env.step(empty_slot)
     assert "error" in info and reward == 0 and not terminated
     np.testing.assert_array_equal(obs["slots"], obs2["slots"])
-    assert env.sim.engine.pool.used == before.engine.pool.used
+    assert env.sim.engine.kv.pool.used == before.engine.kv.pool.used
     while True:
         obs, reward, terminated, _, info = env.step(0)
         if terminated:

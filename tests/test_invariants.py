@@ -26,7 +26,7 @@ def _target(data, sim: Simulator) -> str:
 def test_invariants_hold_under_random_actions(scenario, seed, fallback, data):
     sc = get_scenario(scenario).with_options(fallback=fallback, warmup_steps=0)
     sim = Simulator(sc, seed)
-    pool = sim.engine.pool
+    pool = sim.engine.kv.pool
     step_tokens = 0
     while not sim.done:
         for _ in range(data.draw(st.integers(0, 6))):
@@ -46,7 +46,7 @@ def test_invariants_hold_under_random_actions(scenario, seed, fallback, data):
         step_tokens += stats.tokens
         sim.check_invariants()
         assert 0 <= pool.used <= pool.num_blocks
-        assert 0 <= sim.engine.cpu_used <= sim.engine.cpu_capacity
+        assert 0 <= sim.engine.host.cpu_used <= sim.engine.host.cpu_capacity
     # every token generated (turns and drain) is owned by exactly one request
     record = sim.record()
     assert record.tokens_generated == step_tokens
@@ -65,7 +65,7 @@ def test_invariants_hold_under_random_actions(scenario, seed, fallback, data):
     # the drain runs until every request has finished or failed by its own deadline
     left = {s.status for s in sim.engine.sequences.values()}
     assert left <= {Status.FINISHED, Status.FAILED}
-    assert sim.engine.idle and sim.engine.cpu_used == 0 and pool.used == 0
+    assert sim.engine.idle and sim.engine.host.cpu_used == 0 and pool.used == 0
     assert not record.drain_capped and record.drain_steps < sc.drain_cap
     sim.check_invariants()
 

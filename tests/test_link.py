@@ -1,5 +1,5 @@
 """The host transfer link: a per-step block budget shared by offloads and loads, first come
-first served (`Engine._transfer`), on tiny worlds (4-token blocks, capacity 20, a link of one
+first served (`Scheduler._transfer`), on tiny worlds (4-token blocks, capacity 20, a link of one
 block a step) and under random actions on the suite's scenarios."""
 
 from conftest import call, req, steps, tiny_sim
@@ -22,17 +22,21 @@ def _session_world(link: float = ONE_BLOCK, **changes):
 
 def test_an_offload_keeps_its_gpu_blocks_until_the_link_has_moved_them():
     sim, s = _session_world()
-    assert sim.engine.link_blocks == 1
+    assert sim.engine.host.blocks_per_step == 1
     result = sim.apply(swap("s"))
     assert result.ok and result.freed_blocks == 0 and "queued on the host link" in result.message
-    assert s.status is Status.SWAPPED and sim.engine.pool.used == 3 and sim.engine.cpu_used == 3
+    assert (
+        s.status is Status.SWAPPED
+        and sim.engine.kv.pool.used == 3
+        and sim.engine.host.cpu_used == 3
+    )
     entry = sim.observe().entry("s")
     assert entry.swapped and entry.moving == 3 and entry.gpu_cost == 3
     used = []
     for _ in range(2):  # t4, t5: one block a step leaves the GPU
         assert sim.step().transferred == 1
         sim.check_invariants()
-        used.append(sim.engine.pool.used)
+        used.append(sim.engine.kv.pool.used)
     assert used == [2, 1]
     assert sim.observe().backlog == 1
 
@@ -56,7 +60,7 @@ def test_a_load_waits_for_the_link_before_the_call_computes():
             assert s.status is Status.RUNNING and s.inbound == 2 and entry.moving == 2
             assert not sim.apply(compress("s")).ok and not sim.apply(swap("s")).ok
     assert tokens == [0, 0, 0, 0, 0, 1]
-    assert s.cpu_blocks == 0 and sim.engine.cpu_used == 0 and not sim.engine.link
+    assert s.cpu_blocks == 0 and sim.engine.host.cpu_used == 0 and not sim.engine.host.queue
 
 
 def test_a_slow_load_misses_the_resumed_calls_first_token_slo():
@@ -67,7 +71,9 @@ def test_a_slow_load_misses_the_resumed_calls_first_token_slo():
     failures.append(sim.step().failures)  # t8: the deadline has passed
     assert failures == [0, 0, 0, 0, 1]
     assert s.status is Status.FAILED and s.gpu_blocks == s.cpu_blocks == 0
-    assert not sim.engine.link and sim.engine.pool.used == 0 and sim.engine.cpu_used == 0
+    assert (
+        not sim.engine.host.queue and sim.engine.kv.pool.used == 0 and sim.engine.host.cpu_used == 0
+    )
     sim.check_invariants()
 
 
@@ -77,8 +83,8 @@ def test_evicting_an_offload_in_flight_frees_what_is_left_and_leaves_the_link():
     steps(sim, 1)  # one block moved
     result = sim.apply(evict("s"))
     assert result.ok and result.freed_blocks == 2
-    assert s.status is Status.DISCARDED and not sim.engine.link
-    assert sim.engine.pool.used == 0 and sim.engine.cpu_used == 0
+    assert s.status is Status.DISCARDED and not sim.engine.host.queue
+    assert sim.engine.kv.pool.used == 0 and sim.engine.host.cpu_used == 0
     sim.check_invariants()
 
 
@@ -120,7 +126,7 @@ def test_the_link_shows_in_the_text_and_parses_back():
 def test_the_link_never_moves_more_than_its_budget_under_random_actions(scenario, link, seed, data):
     sc = get_scenario(scenario).with_options(link_fraction_per_s=link, warmup_steps=2)
     sim = Simulator(sc, seed)
-    budget = sim.engine.link_blocks
+    budget = sim.engine.host.blocks_per_step
     assert budget >= 1
     while not sim.done:
         ids = [e.seq_id for e in sim.observe().entries]
@@ -130,12 +136,12 @@ def test_the_link_never_moves_more_than_its_budget_under_random_actions(scenario
             kind = data.draw(st.sampled_from(("evict", "compress", "swap", "swap")))
             action = make_action(kind, data.draw(st.sampled_from(ids)))
             assert not isinstance(action, str)
-            before = sim.engine.pool.available
+            before = sim.engine.kv.pool.available
             result = sim.apply(action)
-            assert sim.engine.pool.available - before == result.freed_blocks
+            assert sim.engine.kv.pool.available - before == result.freed_blocks
         stats = sim.step()
         assert 0 <= stats.transferred <= budget
         sim.check_invariants()
     record = sim.record()
-    assert not record.drain_capped and sim.engine.idle and not sim.engine.link
-    assert sim.engine.cpu_used == 0 and sim.engine.pool.used == 0
+    assert not record.drain_capped and sim.engine.idle and not sim.engine.host.queue
+    assert sim.engine.host.cpu_used == 0 and sim.engine.kv.pool.used == 0

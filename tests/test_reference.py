@@ -17,9 +17,9 @@ from kv_cache_env.sim import (
     get_scenario,
     schedule_from_requests,
 )
-from kv_cache_env.sim.engine import Engine
 from kv_cache_env.sim.reference import run_reference
 from kv_cache_env.sim.scenario import SCENARIOS
+from kv_cache_env.sim.scheduler import Scheduler
 from kv_cache_env.sim.simulator import UNLIMITED_BLOCKS, run_reference_stepwise
 from kv_cache_env.sim.workload import synthesize
 from kv_cache_env.traces import load_trace, trace_scenario, trace_schedule
@@ -148,7 +148,7 @@ def test_prefix_hashes_that_are_not_chains_match_the_engine(episode):
     occurrence by the pool (`BlockPool._acquire_scattered`) and the reference alike, and the
     engine's accounting holds at every step."""
     scenario, schedule = episode
-    engine = Engine(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
+    engine = Scheduler(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
     for _ in range(scenario.warmup_steps + scenario.steps):
         engine.step()
         engine.check()
@@ -167,11 +167,11 @@ def test_a_hash_held_after_a_miss_stays_used_while_others_hold_it():
         Request("d", 1, BlockType.CONTEXT, 0.5, 8, 1, 1, prefix_hashes=(3, 2)),
     ]
     schedule = schedule_from_requests(requests, 4)
-    engine = Engine(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
+    engine = Scheduler(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
     for _ in range(4):
         engine.step()
         engine.check()
-    assert engine.pool.ref_counts == {1: 2, 2: 2} and list(engine.pool.cached) == [3]
+    assert engine.kv.pool.ref_counts == {1: 2, 2: 2} and list(engine.kv.pool.cached) == [3]
     assert run_reference(scenario, schedule) == run_reference_stepwise(scenario, schedule)
 
 

@@ -1,6 +1,6 @@
 """Sessions that pause between calls, the first-token deadline, the fallback, the drain and the
 last-turn snapshot, on tiny hand-made worlds (4-token blocks, 64-token prefill budget, 3-step
-wait). Every number is derived from the step order in `engine.py`'s docstring."""
+wait). Every number is derived from the step order in `scheduler.py`'s docstring."""
 
 import pytest
 from conftest import call, req, steps, tiny_sim
@@ -42,7 +42,7 @@ def test_kept_session_pauses_with_its_kv_on_gpu_and_resumes_at_once():
     # t1 admitted; t2 8 + 1 tokens (3 blocks); t3 +3 completes call 0: paused from t4
     assert _tokens(sim, 4) == [0, 0, 1, 3]
     s = sim.engine.sequences["s"]
-    assert s.status is Status.PAUSED and s.gpu_blocks == 3 and sim.engine.pool.used == 3
+    assert s.status is Status.PAUSED and s.gpu_blocks == 3 and sim.engine.kv.pool.used == 3
     entry = sim.observe().entry("s")
     assert entry.pause is PauseKind.SEARCH and entry.paused_for == 0 and not entry.swapped
     assert _tokens(sim, 2) == [0, 0]  # t4, t5 paused: nothing computed, KV kept
@@ -53,7 +53,7 @@ def test_kept_session_pauses_with_its_kv_on_gpu_and_resumes_at_once():
     assert s.status is Status.RUNNING and s.gpu_blocks == 6 and s.call == 1
     assert s.first_token_by == -1
     assert _tokens(sim, 1) == [3]  # t7: 8 outputs in all, finished
-    assert s.status is Status.FINISHED and s.generated == 8 and sim.engine.pool.used == 0
+    assert s.status is Status.FINISHED and s.generated == 8 and sim.engine.kv.pool.used == 0
     assert sim.record().evictions == ()
 
 
@@ -64,7 +64,7 @@ def test_swapped_session_stays_paused_on_cpu_and_loads_back_when_it_returns():
     result = sim.apply(swap("s"))
     assert result.ok and result.freed_blocks == 3 and "stays paused on CPU" in result.message
     assert s.status is Status.SWAPPED and s.cpu_blocks == 3 and s.gpu_blocks == 0
-    assert sim.engine.pool.used == 0 and sim.engine.cpu_used == 3
+    assert sim.engine.kv.pool.used == 0 and sim.engine.host.cpu_used == 3
     assert sim.observe().entry("s").swapped
     assert not sim.apply(compress("s")).ok and not sim.apply(swap("s")).ok
     assert _tokens(sim, 2) == [0, 0]
@@ -73,7 +73,7 @@ def test_swapped_session_stays_paused_on_cpu_and_loads_back_when_it_returns():
     stats = sim.step()
     sim.check_invariants()
     assert s.status is Status.RUNNING and s.gpu_blocks == 3 and s.cpu_blocks == 0
-    assert s.prefill_remaining == 8 and sim.engine.cpu_used == 0
+    assert s.prefill_remaining == 8 and sim.engine.host.cpu_used == 0
     assert stats.swap_ins == 1 and stats.tokens == 0
     assert stats.swap_latency_s == pytest.approx(0.1 + 12 * 131072 / 25e9)
     assert s.first_token_by == 6 + 3
@@ -127,7 +127,7 @@ def test_discarded_long_context_misses_its_first_token_deadline_and_fails():
     # t10, 36 at t11, 28 at t12, 20 at t13 > deadline -> fails at t13
     assert failures == [0, 0, 0, 0, 0, 1]
     assert s.status is Status.FAILED and s.generated == 4
-    assert sim.engine.pool.used == 0
+    assert sim.engine.kv.pool.used == 0
     sim.check_invariants()
 
 
@@ -186,7 +186,7 @@ def test_drain_serves_everything_until_it_completes_no_clock_edge():
     assert not record.drain_capped
     assert r_seq.status is Status.FINISHED and r_seq.generated == 12
     assert p.status is Status.FINISHED and p.generated == 8
-    assert sim.engine.pool.used == 0 and sim.engine.idle
+    assert sim.engine.kv.pool.used == 0 and sim.engine.idle
     assert record.total_failures == 0
 
 
@@ -210,7 +210,7 @@ def test_the_drain_safety_cap_fails_what_is_left_and_says_so():
     steps(sim, 4)
     record = sim.record()
     assert record.drain_capped and record.drain_steps == 5 and record.drain_failures == 1
-    assert sim.engine.sequences["p"].status is Status.FAILED and sim.engine.pool.used == 0
+    assert sim.engine.sequences["p"].status is Status.FAILED and sim.engine.kv.pool.used == 0
     sim.check_invariants()
 
 
@@ -329,7 +329,7 @@ def test_engine_check_holds_after_random_actions_on_random_sessions(
         fallback=fallback,
         cpu_capacity_fraction=0.5,
     )
-    pool = sim.engine.pool
+    pool = sim.engine.kv.pool
     while not sim.done:
         for _ in range(data.draw(st.integers(0, 3))):
             seq_id = data.draw(st.sampled_from([r.seq_id for r in requests]))
@@ -345,7 +345,7 @@ def test_engine_check_holds_after_random_actions_on_random_sessions(
     assert all(s.generated <= s.call_end for s in seqs)
     assert record.total_failures == sum(s.status is Status.FAILED for s in seqs)
     assert all(s.status in (Status.FINISHED, Status.FAILED, Status.RUNNING) for s in seqs)
-    assert not sim.engine.waiting and not sim.engine.paused and sim.engine.cpu_used == 0
+    assert not sim.engine.waiting and not sim.engine.paused and sim.engine.host.cpu_used == 0
 
 
 @pytest.mark.parametrize("policy", ["noop", "discard-paused", "swap-paused+compress-all"])

@@ -26,12 +26,12 @@ def test_the_reference_mode_gives_the_plain_engines_reference(episode, monkeypat
     scenario, schedule = episode
     lean = simulator_module.run_reference_stepwise(scenario, schedule)
     assert run_reference(scenario, schedule) == lean  # the specialised run (sim/reference.py)
-    plain_engine = simulator_module.Engine
+    plain_engine = simulator_module.Scheduler
 
     def plain(*args, reference=False):
         return plain_engine(*args)  # an ordinary engine: LRU cache, every request indexed
 
-    monkeypatch.setattr(simulator_module, "Engine", plain)
+    monkeypatch.setattr(simulator_module, "Scheduler", plain)
     assert simulator_module.run_reference_stepwise(scenario, schedule) == lean
 
 
@@ -70,7 +70,7 @@ def test_observed_frees_and_order_match_the_engine(name):
         obs = sim.observe()
         seqs = sim.engine.sequences
         for entry in obs.entries:
-            assert entry.frees == sim.engine.freeable_blocks(seqs[entry.seq_id])
+            assert entry.frees == sim.engine.kv.freeable_blocks(seqs[entry.seq_id])
             seq = seqs[entry.seq_id]
             assert entry.out == seq.generated - (seq.call_end - seq.call_output)
             assert entry.out <= entry.budget

@@ -51,13 +51,13 @@ def test_tool_schemas_are_openai_functions():
     ],
 )
 def test_bad_calls_are_errors_counted_and_harmless(sim, name, arguments, expected):
-    used = sim.engine.pool.used
+    used = sim.engine.kv.pool.used
     outcome = call_tool(sim, name, arguments)
     assert not outcome.ok and expected in outcome.message
     assert outcome.message.startswith("error: ") and "\n" not in outcome.message
     assert len(outcome.message) <= 200
     outcome.message.encode("utf-8")  # no lone surrogate reaches the next request
-    assert sim.engine.pool.used == used
+    assert sim.engine.kv.pool.used == used
     sim.step()
     assert sim.record().invalid_calls == 1
 

@@ -758,28 +758,28 @@ def _tool_effects(sim: Simulator) -> dict[str, bool]:
     sim.apply(compress(big.seq_id))
     seen["compress"] = (
         big.quantization_level == "int4"
-        and big.gpu_blocks == engine.blocks_for(big)
+        and big.gpu_blocks == engine.kv.blocks_for(big)
         and not sim.apply(compress(big.seq_id)).ok
     )
     paused = [s for s in engine.paused if s.status is Status.PAUSED and s.gpu_blocks]
     if paused:
         target = paused[0]
-        before, blocks = engine.pool.available, engine.freeable_blocks(target)
+        before, blocks = engine.kv.pool.available, engine.kv.freeable_blocks(target)
         ok = sim.apply(swap(target.seq_id)).ok
         seen["swap paused"] = (
             ok
             and target.status is Status.SWAPPED
-            and engine.pool.available - before == blocks
+            and engine.kv.pool.available - before == blocks
             and target.cpu_blocks > 0
         )
     if len(paused) > 1:
         target = paused[1]
-        before, blocks = engine.pool.available, engine.freeable_blocks(target)
+        before, blocks = engine.kv.pool.available, engine.kv.freeable_blocks(target)
         ok = sim.apply(evict(target.seq_id)).ok
         seen["evict paused"] = (
             ok
             and target.status is Status.DISCARDED
-            and engine.pool.available - before == blocks
+            and engine.kv.pool.available - before == blocks
             and not sim.apply(evict(target.seq_id)).ok
         )
     running = [s for s in engine.running if s is not big and s.gpu_blocks]
@@ -793,7 +793,7 @@ def _tool_effects(sim: Simulator) -> dict[str, bool]:
             and target.cpu_blocks == blocks
             and engine.waiting[0] is target
         )
-    counts = engine.pool.ref_counts
+    counts = engine.kv.pool.ref_counts
     shared = [
         s
         for s in engine.running
@@ -801,13 +801,13 @@ def _tool_effects(sim: Simulator) -> dict[str, bool]:
     ]
     if shared:
         victim = shared[0]
-        before, private = engine.pool.available, victim.gpu_blocks
+        before, private = engine.kv.pool.available, victim.gpu_blocks
         refs = {h: counts[h] for h in victim.request.prefix_hashes}
         ok = sim.apply(evict(victim.seq_id)).ok
-        after = engine.pool.ref_counts  # (a count taken now: the pool derives it)
+        after = engine.kv.pool.ref_counts  # (a count taken now: the pool derives it)
         seen["evict shared prefix"] = (
             ok
-            and engine.pool.available - before == private
+            and engine.kv.pool.available - before == private
             and all(after[h] == refs[h] - 1 for h in refs)
         )
     return seen

@@ -20,7 +20,6 @@ from .actions import (
     swap,
 )
 from .catalogue import CATALOGUE, ToolProfile
-from .engine import Engine, Eviction, StepStats
 from .events import BlockEvent
 from .observation import Candidate, EntryView, Observation, QueueView
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
@@ -35,6 +34,7 @@ from .scenario import (
     canonical_scenario_name,
     get_scenario,
 )
+from .scheduler import Eviction, Scheduler, StepStats
 from .simulator import Reference, Simulator, TurnResult, run_reference
 from .text import approx_tokens, parse, render
 from .types import (
@@ -67,7 +67,6 @@ __all__ = [
     "BlockType",
     "Candidate",
     "CpuRoom",
-    "Engine",
     "EntryView",
     "EpisodeRecord",
     "Eviction",
@@ -85,6 +84,7 @@ __all__ = [
     "ResidentRecord",
     "Scenario",
     "Schedule",
+    "Scheduler",
     "Simulator",
     "Status",
     "StepStats",

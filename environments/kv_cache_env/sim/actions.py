@@ -13,7 +13,7 @@ and the report read the same table, so a tool added here reaches all of them
 The validity rule reads a sequence as the observation shows it — an `EntryView`, or the engine's
 `Sequence`, which exposes the same four fields (`swapped`, `moving`, `quantization`,
 `private_blocks`) — and the server's free CPU blocks (`cpu_room` of an `Observation` or of the
-`Engine`). Only sequences listed in the observation (running, paused on the GPU, offloaded)
+`Scheduler`). Only sequences listed in the observation (running, paused on the GPU, offloaded)
 can be targeted at all.
 
 Actions are plain values. An invalid action is an outcome (a one-line error naming what is
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 from .types import Quantization, Status
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .scheduler import Scheduler
     from .sequence import Sequence
 
 ActionKind = str
@@ -87,7 +87,7 @@ class Target(Protocol):
 
 
 class Server(Protocol):
-    """What the validity rule reads of the server: an `Observation` or the `Engine`."""
+    """What the validity rule reads of the server: an `Observation` or the `Scheduler`."""
 
     @property
     def cpu_room(self) -> int: ...
@@ -103,7 +103,7 @@ class CpuRoom:
         self.cpu_room = cpu_room
 
 
-CarryOut = Callable[["Engine", "Sequence | None"], ActionResult]
+CarryOut = Callable[["Scheduler", "Sequence | None"], ActionResult]
 """What the simulator does for a valid call (the sequence is None for a tool without target)."""
 
 
@@ -204,7 +204,7 @@ class ActionTable:
 
 
 # --- what the simulator does for each built-in tool -----------------------------------------
-def _evict(engine: Engine, seq: Sequence | None) -> ActionResult:
+def _evict(engine: Scheduler, seq: Sequence | None) -> ActionResult:
     assert seq is not None
     paused = seq.status is not Status.RUNNING
     freed = engine.evict(seq)
@@ -212,7 +212,7 @@ def _evict(engine: Engine, seq: Sequence | None) -> ActionResult:
     return ActionResult(True, f"evict {seq.seq_id}: freed {freed} GPU blocks; {later}", freed)
 
 
-def _compress(engine: Engine, seq: Sequence | None) -> ActionResult:
+def _compress(engine: Scheduler, seq: Sequence | None) -> ActionResult:
     assert seq is not None
     level = seq.quantization_level
     freed = engine.compress(seq)
@@ -221,7 +221,7 @@ def _compress(engine: Engine, seq: Sequence | None) -> ActionResult:
     )
 
 
-def _swap(engine: Engine, seq: Sequence | None) -> ActionResult:
+def _swap(engine: Scheduler, seq: Sequence | None) -> ActionResult:
     assert seq is not None
     sid = seq.seq_id
     paused = seq.status is not Status.RUNNING
@@ -232,7 +232,7 @@ def _swap(engine: Engine, seq: Sequence | None) -> ActionResult:
         return ActionResult(
             True,
             f"swap {sid}: {blocks} blocks queued on the host link (backlog "
-            f"{engine.link_backlog}); its GPU blocks are freed as they move; it {where}",
+            f"{engine.host.backlog}); its GPU blocks are freed as they move; it {where}",
             freed,
         )
     return ActionResult(True, f"swap {sid}: {freed} GPU blocks freed; it {where}", freed)
@@ -241,7 +241,7 @@ def _swap(engine: Engine, seq: Sequence | None) -> ActionResult:
 _NOTHING = ActionResult(True, "noop: nothing changed")
 
 
-def _noop(engine: Engine, seq: Sequence | None) -> ActionResult:
+def _noop(engine: Scheduler, seq: Sequence | None) -> ActionResult:
     return _NOTHING
 
 

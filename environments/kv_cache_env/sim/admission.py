@@ -5,8 +5,8 @@ the tokens it computes in its first step fit (`vllm/v1/core/sched/scheduler.py`,
 `num_new_tokens` capped by the token budget, `max_num_batched_tokens`; then
 `kv_cache_manager.allocate_slots`). Here: what a request still has to prefill once its cached
 prefix blocks are hit (`prefill_left`), and the private blocks it holds after its first prefill
-chunk (`first_chunk_blocks`). `Engine.admission_need` (what the observation shows),
-`Engine._try_admit` (the admission itself) and the reference run's `_admit` all use these two.
+chunk (`first_chunk_blocks`). `KVCacheManager.admission_need` (what the observation shows),
+`Scheduler._try_admit` (the admission itself) and the reference run's `_admit` all use these two.
 """
 
 from __future__ import annotations

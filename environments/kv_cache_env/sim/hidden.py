@@ -38,9 +38,9 @@ from functools import cache
 from typing import Any, Literal
 
 from .actions import Action, compress, evict, swap
-from .engine import Engine
 from .observation import build_observation
 from .scenario import get_scenario
+from .scheduler import Scheduler
 from .sequence import Sequence
 from .simulator import Simulator
 from .text import render
@@ -172,7 +172,7 @@ def _stir(sim: Simulator, turn: int) -> list[Action]:
     return actions
 
 
-def _situations(engine: Engine) -> set[str]:
+def _situations(engine: Scheduler) -> set[str]:
     out = {f"status:{s.status}" for s in engine.sequences.values()}
     for s in engine.running:
         out.add("running:loading" if s.inbound else f"running:{s.phase}")

@@ -19,8 +19,8 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from .catalogue import TREND_STEPS, max_tokens
-from .engine import Engine
 from .frozen import slot_constructor
+from .scheduler import Scheduler
 from .types import EVICTION_VALUE, BlockType, PauseKind, Phase, Quantization, Status
 
 CANDIDATES_SHOWN = 5
@@ -214,8 +214,8 @@ class Table(_Deferred, Sequence[EntryView]):
 
     __slots__ = ("__weakref__", "_engine", "_rows", "_warmup")
 
-    def __init__(self, engine: Engine, warmup: int) -> None:
-        self._engine: Engine | None = engine
+    def __init__(self, engine: Scheduler, warmup: int) -> None:
+        self._engine: Scheduler | None = engine
         self._warmup = warmup
         self._rows: tuple[EntryView, ...] | None = None
 
@@ -240,7 +240,7 @@ class Table(_Deferred, Sequence[EntryView]):
         counts: not paused, not swapped, not in prefill), the same integer sum."""
         engine = self._engine
         assert engine is not None, "decode_growth of a built table: sum its entries"
-        per_block = engine.tokens_per_block  # block_size * packing, per level
+        per_block = engine.kv.tokens_per_block  # block_size * packing, per level
         return sum(
             -(-s.request.decode_rate // per_block[s.quantization_level])
             for s in engine.running
@@ -277,11 +277,11 @@ class Queue(_Deferred):
 
     _fields = QueueView._fields
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Scheduler) -> None:
         waiting = engine.waiting
         self.waiting = len(waiting)
         self.oldest_wait = engine.t - min(map(_wait_since, waiting)) if waiting else 0
-        self._engine: Engine | None = engine
+        self._engine: Scheduler | None = engine
         self._view: QueueView | None = None
 
     def view(self) -> QueueView:
@@ -326,12 +326,12 @@ class Queue(_Deferred):
         return self.view()._replace(**changes)
 
 
-def _queue_view(engine: Engine) -> QueueView:
+def _queue_view(engine: Scheduler) -> QueueView:
     t = engine.t
     waiting = engine.waiting
     # each waiting request's need once: the head's is one of them (engine.head_need and
     # engine.queue_demand would compute it twice)
-    needs = [engine.admission_need(s) for s in waiting]
+    needs = [engine.kv.admission_need(s) for s in waiting]
     return QueueView(
         waiting=len(waiting),
         oldest_wait=max((t - s.wait_since for s in waiting), default=0),
@@ -350,7 +350,7 @@ def _queue_view(engine: Engine) -> QueueView:
 
 
 def build_observation(
-    engine: Engine, *, turn: int, turns: int, warmup: int, hints: bool = True, lazy: bool = False
+    engine: Scheduler, *, turn: int, turns: int, warmup: int, hints: bool = True, lazy: bool = False
 ) -> Observation:
     """`lazy`: entries as a `Table` and the queue as a `Queue` (without hints only: the
     candidates read every entry); the caller must then `settle()` every table and queue still
@@ -369,20 +369,20 @@ def build_observation(
         ]
         scored.sort(key=lambda c: -c.score)  # stable: ties keep the memory-cost order
         candidates = tuple(scored[:CANDIDATES_SHOWN])
-    pool = engine.pool
+    pool = engine.kv.pool
     return _make_observation(  # Observation(...), built faster (one per turn)
         turn=turn,
         turns=turns,
-        block_size=engine.block_size,
+        block_size=engine.kv.block_size,
         step_seconds=engine.scenario.step_seconds,
         prefill=engine.scenario.prefill_tokens_per_step,
         capacity=pool.num_blocks,
         used=pool.used,
         cached=pool.cached_blocks,
-        cpu_used=engine.cpu_used,
-        cpu_capacity=engine.cpu_capacity,
-        link=engine.link_blocks,
-        backlog=engine.link_backlog,
+        cpu_used=engine.host.cpu_used,
+        cpu_capacity=engine.host.cpu_capacity,
+        link=engine.host.blocks_per_step,
+        backlog=engine.host.backlog,
         arrivals=engine.recent_arrivals(TREND_STEPS),
         max_wait=engine.scenario.max_wait_steps,
         queue=queue,
@@ -392,7 +392,7 @@ def build_observation(
     )
 
 
-def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
+def _entries(engine: Scheduler, warmup: int) -> tuple[EntryView, ...]:
     """Every sequence holding KV, largest GPU cost first, then by id.
 
     The hottest code outside the engine step (every resident sequence, every turn), so it is
@@ -403,7 +403,7 @@ def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
     observation, not once per holder."""
     t, make = engine.t, tuple.__new__
     sole: dict[int, int] = {}
-    sole_held, unit = engine.pool.sole_held, engine.pool.unit  # unit: blocks per prefix hash
+    sole_held, unit = engine.kv.pool.sole_held, engine.kv.pool.unit  # unit: blocks per prefix hash
     decorated = []
     for seq in (*engine.running, *engine.paused):
         status = seq.status
@@ -417,11 +417,11 @@ def _entries(engine: Engine, warmup: int) -> tuple[EntryView, ...]:
             # tuple identifies what it holds (the request keeps it alive during this call)
             chain = request.prefix_hashes
             if seq.prefix_held != len(chain):
-                frees = engine.freeable_blocks(seq)
+                frees = engine.kv.freeable_blocks(seq)
             else:
                 count = sole.get(id(chain))
                 if count is None:
-                    count = sole[id(chain)] = sole_held(chain) * unit  # engine.freeable_blocks
+                    count = sole[id(chain)] = sole_held(chain) * unit  # engine.kv.freeable_blocks
                 frees += count
         if status is not _RUNNING:
             phase = _IDLE

@@ -2,10 +2,10 @@
 a schedule, reduced to the few numbers `Reference` keeps (its peak sets an episode's capacity,
 its tokens are the throughput ceiling).
 
-`run_reference` plays the same steps as `Engine(scenario, schedule, UNLIMITED_BLOCKS,
+`run_reference` plays the same steps as `Scheduler(scenario, schedule, UNLIMITED_BLOCKS,
 reference=True)` followed by `run_drain` (kept as the oracle: `simulator.run_reference_stepwise`;
 tests compare the two on every built-in scenario, trace replays and random schedules), in the
-same order (engine.py's `step`: returns, compute, complete, admit, fail, arrive), but keeps only
+same order (`Scheduler.step`: returns, compute, complete, admit, fail, arrive), but keeps only
 what can change those numbers. Every reset runs it, so it is specialised for speed. With
 unlimited memory the engine never takes most of its paths, and this loop leaves them out:
 
@@ -90,7 +90,7 @@ def _play(scenario: Scenario, schedule: Schedule) -> Reference:
     horizon = schedule.horizon
     for t in range(horizon + scenario.drain_cap):
         draining = t >= horizon
-        # Arrivals of step t-1 (`Engine._arrive`: none while draining) are the whole queue.
+        # Arrivals of step t-1 (`Scheduler._arrive`: none while draining) are the whole queue.
         waiting = arrivals[t - 1] if 0 < t <= horizon else ()
         if draining and not (run.running or waiting or run.paused):
             break  # `run_drain` stops when the engine is idle
@@ -126,10 +126,10 @@ class _ReferenceRun:
         """`BlockPool.num_private` (recounted after each compute, see `_compute`)."""
         self.peak = 0
         self.running: list[_Run] = []
-        """In (re)entry order, as `Engine.running`: the prefill budget goes first come first."""
+        """In (re)entry order, as `Scheduler.running`: the prefill budget goes first come first."""
         self.returns: dict[int, list[_Run]] = {}
         """Paused sessions by the step their next call arrives, each list in pause order (the
-        order `Engine.paused` keeps them; every one returns exactly at its `resume_step`)."""
+        order `Scheduler.paused` keeps them; every one returns exactly at its `resume_step`)."""
         self.paused = 0
         self.paused_gpu = 0
         """Private blocks of the paused sessions."""
@@ -158,7 +158,7 @@ class _ReferenceRun:
             self.ideal += active / self.densest + shared
 
     def _return(self, t: int) -> None:
-        """1. returns (`Engine._return_paused`): KV kept on the GPU, straight back to running."""
+        """1. returns (`Scheduler._return_paused`): KV kept on the GPU, straight back to running."""
         back = self.returns.pop(t, None)
         if not back:
             return
@@ -175,7 +175,7 @@ class _ReferenceRun:
             self.pending.append((run, t + self.max_wait, follow.output_tokens))
 
     def _compute(self) -> tuple[int, int, list[_Run]]:
-        """2. compute (`Engine._compute`) and the completion test of 3. in one pass: a
+        """2. compute (`Scheduler._compute`) and the completion test of 3. in one pass: a
         sequence's completion depends only on its own compute, and the frees of the completed
         are applied after the pass (as `_complete` does), so the peak is unchanged. A
         sequence's KV only grows here (no preemption or compression), so its blocks after the
@@ -229,7 +229,7 @@ class _ReferenceRun:
             self.peak = used
 
     def _complete(self, done: list[_Run], t: int, draining: bool) -> None:
-        """3. complete (`Engine._complete`): pause a session, or free a finished request."""
+        """3. complete (`Scheduler._complete`): pause a session, or free a finished request."""
         if not done:
             return
         for run in done:
@@ -240,13 +240,13 @@ class _ReferenceRun:
                 self.paused += 1
                 self.paused_gpu += run.gpu
                 continue
-            self.private -= run.gpu  # `Engine._finish`: private blocks freed, prefix released
+            self.private -= run.gpu  # `Scheduler._finish`: private blocks freed, prefix released
             if run.hashes:
                 _release(run, self.holders, self.counts)
         self.running = [run for run in self.running if run.on]
 
     def _admit(self, waiting: Sequence[Request]) -> None:
-        """4. admit (`Engine._try_admit`; never refused): prefix hits shorten the prefill."""
+        """4. admit (`Scheduler._try_admit`; never refused): prefix hits shorten the prefill."""
         hash_tokens = self.hash_tokens
         for request in waiting:
             hashes = request.prefix_hashes
@@ -270,7 +270,7 @@ class _ReferenceRun:
             self._note_peak()
 
     def _fail(self, t: int) -> None:
-        """5. fail (`Engine._fail_expired`): resumed calls whose first token is late."""
+        """5. fail (`Scheduler._fail_expired`): resumed calls whose first token is late."""
         watch = []
         for entry in self.pending:
             run, deadline, asked = entry

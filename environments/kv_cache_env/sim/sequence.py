@@ -4,7 +4,10 @@ Every `CacheEntry` field of seed 003 is here (stored, or derived as a property s
 disagree with the state it describes) but `hotness`, an exponential average of "accessed this
 step": nothing read it (the observation shows `last_access`; policies, features and the rubric
 never used it), and keeping it cost an update of every running and paused sequence every step.
-Fields marked "engine" should only be changed by `Engine`; everyone else reads them.
+Fields marked "engine" should only be changed by the engine: what it holds on the GPU
+(`gpu_blocks`, `prefix_held`, `quantization_level`) by `KVCacheManager`, where its KV stands on
+the host side (`cpu_blocks`, `outbound`, `inbound`) by `HostLink`, the rest by `Scheduler`;
+everyone else reads them.
 """
 
 from __future__ import annotations
@@ -140,7 +143,7 @@ class Sequence:
         return new
 
     def copy(self) -> Sequence:
-        """An independent copy (`Engine.clone`, which the bound calls for every rollout): its
+        """An independent copy (`Scheduler.clone`, which the bound calls for every rollout): its
         fields set one by one, which saves the generated `__init__`'s keyword handling and
         `__post_init__`'s sum over the follow-up calls (~2/3 of a copy)."""
         new = _new(Sequence)

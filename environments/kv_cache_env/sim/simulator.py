@@ -37,13 +37,13 @@ from typing import ClassVar
 import numpy as np
 
 from .actions import ACTIONS, Action, ActionResult, AgentTool, Refusal
-from .engine import Engine, StepStats
 from .events import Subscriber
 from .frozen import slot_constructor
 from .observation import Observation, Queue, Table, build_observation
 from .record import RECORD_FIELDS, EpisodeRecord, ResidentRecord, ServingRecord
 from .reference import Reference, run_reference
 from .scenario import Scenario
+from .scheduler import Scheduler, StepStats
 from .sequence import Sequence
 from .types import Quantization, Status
 from .workload import Request, Schedule, synthesize
@@ -56,8 +56,7 @@ _make_resident = slot_constructor(ResidentRecord)  # ResidentRecord(...), built 
 def run_reference_stepwise(scenario: Scenario, schedule: Schedule) -> Reference:
     """The reference played by the engine itself, step by step (`reference.run_reference`, which
     every reset runs, is its specialised equivalent; tests hold the two equal)."""
-    engine = Engine(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
-    engine.cpu_capacity = 0
+    engine = Scheduler(scenario, schedule, UNLIMITED_BLOCKS, reference=True)
     tokens = block_steps = 0
     ideal = 0.0
     densest = Quantization.INT4.packing / scenario.base_quantization.packing
@@ -67,18 +66,22 @@ def run_reference_stepwise(scenario: Scenario, schedule: Schedule) -> Reference:
         if t >= scenario.warmup_steps:
             tokens += stats.tokens
             block_steps += stats.used_blocks
-            ideal += stats.active_blocks / densest + len(engine.pool.shared) * unit
+            ideal += stats.active_blocks / densest + len(engine.kv.pool.shared) * unit
     drain = run_drain(engine)
     return Reference(
-        max(engine.pool.peak_used, 1), tokens, block_steps, sum(s.tokens for s in drain[0]), ideal
+        max(engine.kv.pool.peak_used, 1),
+        tokens,
+        block_steps,
+        sum(s.tokens for s in drain[0]),
+        ideal,
     )
 
 
-def run_drain(engine: Engine) -> tuple[list[StepStats], int]:
+def run_drain(engine: Scheduler) -> tuple[list[StepStats], int]:
     """Play the agent-free drain on `engine` until it is idle: every request completes or fails
     by its own deadline (a queue timeout, a resumed call's first-token deadline). Returns its
     step stats and how many requests failed at the safety cap (`Scenario.drain_cap`, 0 unless
-    the engine ran away; `Engine.fail_unfinished`)."""
+    the engine ran away; `Scheduler.fail_unfinished`)."""
     engine.draining = True
     stats = []
     for _ in range(engine.scenario.drain_cap):
@@ -131,7 +134,7 @@ class Simulator:
                 math.ceil(fraction * self.reference.peak_blocks),
                 self.schedule.max_request_blocks(scenario.block_size),
             )
-        self.engine = Engine(scenario, self.schedule, capacity)
+        self.engine = Scheduler(scenario, self.schedule, capacity)
         for _ in range(scenario.warmup_steps):
             self.engine.step()
         engine = self.engine
@@ -139,7 +142,11 @@ class Simulator:
             seq_id for seq_id, seq in engine.sequences.items() if seq.status in _DONE
         )
         """Requests finished or failed in the warm-up (not among those the episode serves)."""
-        self._moved_before = (engine.blocks_out, engine.blocks_in, engine.recomputed_tokens)
+        self._moved_before = (
+            engine.host.blocks_out,
+            engine.host.blocks_in,
+            engine.recomputed_tokens,
+        )
         """The engine's link and recompute counters at the first turn."""
         self.turn = 0
         self._stats: list[StepStats] = []
@@ -160,7 +167,7 @@ class Simulator:
 
     @property
     def capacity(self) -> int:
-        return self.engine.pool.num_blocks
+        return self.engine.kv.pool.num_blocks
 
     def observe(self, *, hints: bool = True) -> Observation:
         """The agent's view of this turn. Without hints its entries are a lazy `Table` and its
@@ -290,7 +297,7 @@ class Simulator:
             )
         return (
             f"{kind} {sid}: needs {seq.private_blocks} CPU blocks, only {engine.cpu_room} of "
-            f"{engine.cpu_capacity} free"
+            f"{engine.host.cpu_capacity} free"
         )
 
     def _not_actionable(self, tool: AgentTool, seq_id: str | None, seq: Sequence | None) -> str:
@@ -315,8 +322,8 @@ class Simulator:
     def _resident_snapshot(self) -> tuple[ResidentRecord, ...]:
         """What holds GPU blocks now (computing or paused), each with its share of the blocks."""
         engine = self.engine
-        counts = engine.pool.ref_counts
-        unit = engine.pool.unit
+        counts = engine.kv.pool.ref_counts
+        unit = engine.kv.pool.unit
         # Each prefix chain's share is summed once (holders of a popular prefix share the same
         # tuple and the same float sum; it runs at the end of every rollout of the bound).
         shares: dict[tuple[int, int], float] = {}
@@ -411,8 +418,8 @@ class Simulator:
             resumed_first_token_steps=tuple(resumed),
             token_gaps=tuple(sorted(gaps.items())),
             completed=tuple(completed),
-            offloaded_bytes=(engine.blocks_out - out) * block_bytes,
-            loaded_bytes=(engine.blocks_in - into) * block_bytes,
+            offloaded_bytes=(engine.host.blocks_out - out) * block_bytes,
+            loaded_bytes=(engine.host.blocks_in - into) * block_bytes,
             recompute_tokens=engine.recomputed_tokens - recomputed,
         )
 
@@ -426,7 +433,7 @@ class Simulator:
         }
 
     # --- copies and checks -------------------------------------------------------------------
-    # --- copying (declared as in `Engine`: a clone cannot forget a field) ---------------------
+    # --- copying (declared as in `Scheduler`: a clone cannot forget a field) ---------------------
     SHARED_FIELDS: ClassVar[tuple[str, ...]] = (
         "scenario",
         "seed",
@@ -474,7 +481,7 @@ class Simulator:
         """Make this simulator (a what-if copy: a planner's sampled world, a test's twin) serve
         other request records: `requests` replaces the records of arrived requests it names,
         `future` the arrivals still to come. What derives from them is recomputed (the engine's
-        side: `Engine.rewrite_requests`; the schedule and its reference run)."""
+        side: `Scheduler.rewrite_requests`; the schedule and its reference run)."""
         t = self.engine.t
         arrived = [requests.get(r.seq_id, r) for r in self.schedule.requests if r.arrival_step < t]
         schedule = Schedule(requests=(*arrived, *future), horizon=self.schedule.horizon)

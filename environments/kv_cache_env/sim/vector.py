@@ -47,10 +47,10 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from .actions import Action, ActionResult
-from .engine import StepStats
 from .observation import Observation
 from .record import EpisodeRecord, EvictionRecord, ResidentRecord
 from .scenario import Scenario, get_scenario
+from .scheduler import StepStats
 from .simulator import Simulator
 from .workload import Schedule
 

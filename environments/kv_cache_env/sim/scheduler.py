@@ -1,6 +1,10 @@
-"""The serving engine's step mechanics: session returns, chunked prefill, decode growth, call
-completion and pauses, admission, preemption, offload (swap) and compression, over an exact
-`BlockPool`.
+"""The scheduler: the serving engine's step mechanics - session returns, chunked prefill, decode
+growth, call completion and pauses, admission, preemption, offload (swap) and compression.
+
+The engine is vLLM v1's three roles: this scheduler (the clock, the queues, every request's
+progress, the events it publishes), the KV-cache manager over the block pool (`kv_manager.py`:
+what each sequence holds on the GPU) and the host link (`host_link.py`: CPU blocks and the
+transfer queue). Each writes only its own state; the scheduler drives the other two.
 
 It models vLLM v1 (`vllm/v1/core/sched/scheduler.py`, `vllm/v1/core/kv_cache_manager.py`):
 - blocks are allocated for the tokens computed in the step (`KVCacheManager.allocate_slots`
@@ -22,7 +26,7 @@ Sessions (agentic and chat requests intercepted by tool calls or a human, InferC
 the GPU, pinned (what a serving stack that retains a session's KV does); only the agent moves or
 discards it: the engine's own fallback never touches paused KV.
 
-`Engine` carries out; it never chooses, except where a real engine chooses by itself (the
+`Scheduler` carries out; it never chooses, except where a real engine chooses by itself (the
 fallback preemption). Validation of agent actions lives in `Simulator`; the methods here assume
 a valid call and assert their preconditions.
 
@@ -60,11 +64,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
-from .admission import first_chunk_blocks, prefill_left
-from .block_pool import BlockPool
 from .catalogue import informative, log_ratio
 from .events import BlockEvent, EventKind, Medium, Reason, Subscriber
 from .frozen import slot_constructor
+from .host_link import HostLink
+from .kv_manager import KVCacheManager
 from .record import EvictionRecord
 from .scenario import Scenario
 from .sequence import BETWEEN_CALLS, Sequence
@@ -128,8 +132,10 @@ class _Tally:
         self.swap_latency = 0.0
 
 
-class Engine:
-    """State and mechanics of one simulated server over one schedule."""
+class Scheduler:
+    """State and mechanics of one simulated server over one schedule: it owns the clock, the
+    queues and every request's progress, and drives its KV-cache manager (`kv`) and its host
+    link (`host`)."""
 
     def __init__(
         self, scenario: Scenario, schedule: Schedule, capacity: int, *, reference: bool = False
@@ -139,22 +145,13 @@ class Engine:
         resets run), which saves memory (a full Mooncake replay's reference otherwise holds
         ~13 MiB it never reads): `capacity` is never reached, so its pool keeps cached blocks
         without LRU order (see `BlockPool`), and nobody looks its requests up by id, so
-        `sequences` stays empty and finished requests are freed."""
+        `sequences` stays empty and finished requests are freed; it has no CPU tier."""
         self.scenario = scenario
         self.schedule = schedule
-        self.block_size = scenario.block_size
-        self.base_level = scenario.base_quantization
-        self.pool = BlockPool(capacity, scenario.prefix_hash_blocks, reclaims=not reference)
+        self.kv = KVCacheManager(scenario, capacity, reclaims=not reference)
+        cpu = 0 if reference else int(capacity * scenario.cpu_capacity_fraction)
+        self.host = HostLink(cpu, scenario.link_blocks(capacity))
         self._indexes = not reference
-        self._unit = scenario.prefix_hash_blocks
-        """Blocks per prefix hash (`Scenario.prefix_hash_blocks`)."""
-        self._hash_tokens = self.block_size * self._unit
-        self.cpu_capacity = int(capacity * scenario.cpu_capacity_fraction)
-        self.cpu_used = 0
-        self.link_blocks = scenario.link_blocks(capacity)
-        """Blocks the host link moves per step, swap-outs and loads together (0: no limit)."""
-        self.link: deque[Sequence] = deque()
-        """Sequences with blocks still to move over the link, first come first served."""
         self.t = 0
         """Engine clock: the step about to run."""
         self.running: list[Sequence] = []
@@ -177,21 +174,15 @@ class Engine:
         self._quality = _quality_table(scenario)
         self._prefill_budget = scenario.prefill_tokens_per_step
         self._step_seconds = scenario.step_seconds
-        self.tokens_per_block = {level: self.block_size * level.packing for level in Quantization}
-        """Tokens one physical block holds at each precision (read-only)."""
         self.max_decode_blocks = self._decode_blocks_at_most(schedule)
         """Blocks one decode step can take at most for any sequence of the schedule (its
         fastest decode rate at the smallest block): `Table.decode_growth_at_most`."""
-        self.blocks_out = 0
-        """Blocks copied out to CPU so far (by the host link, or at once without one)."""
-        self.blocks_in = 0
-        """Blocks loaded back from CPU so far."""
         self.recomputed_tokens = 0
         """Prefill tokens computed again so far because their KV had been discarded."""
 
     def _decode_blocks_at_most(self, schedule: Schedule) -> int:
         fastest = max((r.decode_rate for r in schedule.requests), default=0)
-        return -(-fastest // min(self.tokens_per_block.values()))
+        return -(-fastest // min(self.kv.tokens_per_block.values()))
 
     def rewrite_requests(self, requests: Mapping[str, Request], schedule: Schedule) -> None:
         """Give the arrived requests `requests` names other records, and the steps to come
@@ -215,59 +206,17 @@ class Engine:
         self._arrivals = schedule.arrivals_by_step()
         self.max_decode_blocks = self._decode_blocks_at_most(schedule)
 
-    # --- geometry ----------------------------------------------------------------------------
-    def blocks_for(self, seq: Sequence, level: Quantization | None = None) -> int:
-        """Private physical blocks `seq`'s existing KV needs at `level` (default: its own)."""
-        per_block = self.block_size * (level or seq.quantization_level).packing
-        return -(-seq.kv_private // per_block)
-
-    def freeable_blocks(self, seq: Sequence) -> int:
-        """GPU blocks that become available if `seq` is evicted now: its private blocks plus the
-        prefix blocks it alone references (shared ones stay pinned by the others)."""
-        return seq.gpu_blocks + self._sole_prefix_blocks(seq)
-
-    def _sole_prefix_blocks(self, seq: Sequence) -> int:
-        """Prefix blocks `seq` holds that no other sequence references."""
-        if not seq.prefix_held:
-            return 0
-        return self.pool.sole_held(seq.request.prefix_hashes[: seq.prefix_held]) * self._unit
-
-    def _admission(self, seq: Sequence, hits: int) -> tuple[int, Quantization, int]:
-        """Admitting `seq` with `hits` prefix blocks cached: the tokens it has left to prefill,
-        the precision its KV starts at, and the private blocks of its first prefill chunk
-        (`admission`). Offloaded KV comes back as it left (its precision, its own prefill)."""
-        private = seq.private_prompt + seq.generated
-        if seq.cpu_blocks:
-            remaining, level = seq.prefill_remaining, seq.quantization_level
-        else:
-            remaining = prefill_left(private, seq.prefix_tokens, hits * self._hash_tokens)
-            level = self.base_level
-        per_block = self.tokens_per_block[level]
-        return (
-            remaining,
-            level,
-            first_chunk_blocks(private, remaining, self._prefill_budget, per_block),
-        )
-
-    def admission_need(self, seq: Sequence) -> int:
-        """Fresh blocks admitting `seq` now takes, net of prefix hits: prefix misses, its
-        offloaded KV (loaded back) and the private blocks of its first prefill chunk."""
-        hashes = seq.request.prefix_hashes
-        hits, _ = self.pool.cached_hit_length(hashes)
-        chunk = self._admission(seq, hits)[2]
-        loaded = seq.cpu_blocks
-        return (len(hashes) - hits) * self._unit + (chunk if chunk > loaded else loaded)
-
+    # --- what the queue needs ----------------------------------------------------------------
     def head_need(self) -> int:
         """Fresh blocks the first admissible waiting request needs (0 if none)."""
         for seq in self.waiting:
             if seq.not_before <= self.t and not seq.outbound:
-                return self.admission_need(seq)
+                return self.kv.admission_need(seq)
         return 0
 
     def queue_demand(self) -> int:
         """Fresh blocks every waiting request needs, each counted against today's cache."""
-        return sum(self.admission_need(seq) for seq in self.waiting)
+        return sum(self.kv.admission_need(seq) for seq in self.waiting)
 
     def recent_arrivals(self, steps: int) -> int:
         """Requests that arrived over the last `steps` steps (none arrive while draining)."""
@@ -278,13 +227,8 @@ class Engine:
 
     @property
     def cpu_room(self) -> int:
-        """Free CPU blocks (what an offload must fit in)."""
-        return self.cpu_capacity - self.cpu_used
-
-    @property
-    def link_backlog(self) -> int:
-        """Blocks queued on the host link (offloads and loads)."""
-        return sum(s.outbound + s.inbound for s in self.link)
+        """Free CPU blocks (the `Server` the action table's validity rule reads)."""
+        return self.host.room
 
     # --- actions (preconditions asserted; Simulator validates) -------------------------------
     def evict(self, seq: Sequence, *, forced: bool = False) -> int:
@@ -299,7 +243,7 @@ class Engine:
         if held > seq.lost_tokens:
             seq.lost_tokens = held
         freed = self._drop_kv(seq, reason)
-        seq.quantization_level = self.base_level
+        self.kv.reset_precision(seq)
         seq.prefill_remaining = 0
         seq.preemptions += 1
         if status is Status.RUNNING:
@@ -324,56 +268,33 @@ class Engine:
         """Throw away everything `seq` holds: its GPU blocks and prefix references, its CPU
         blocks, and its place on the transfer link. Returns the GPU blocks that became
         available."""
-        freed = 0
-        if seq.gpu_blocks:
-            freed = seq.gpu_blocks
-            self.pool.free(seq.gpu_blocks)
-            self._emit("removed", "gpu", reason, seq, seq.gpu_blocks)
-        freed += self._release_prefix(seq)
-        if seq.cpu_blocks:
-            self.cpu_used -= seq.cpu_blocks
-            self._emit("removed", "cpu", reason, seq, seq.cpu_blocks)
-        if seq.outbound or seq.inbound:
-            self.link.remove(seq)
-            seq.outbound = seq.inbound = 0
-        seq.gpu_blocks = seq.cpu_blocks = 0
-        return freed
+        private, released = self.kv.free(seq)
+        self._emit("removed", "gpu", reason, seq, private)
+        self._emit("removed", "cpu", reason, seq, self.host.drop(seq))
+        return private + released
 
     def compress(self, seq: Sequence) -> int:
         """Move one quantization level down and repack the private blocks; returns blocks freed."""
         assert seq.status in (Status.RUNNING, Status.PAUSED), f"compress of {seq.status}"
-        level = seq.quantization_level.next_level
-        assert level is not None, "compress past int4"
-        seq.quantization_level = level
-        new_blocks = self.blocks_for(seq)
-        freed = seq.gpu_blocks - new_blocks
-        self.pool.free(freed)
-        seq.gpu_blocks = new_blocks
+        freed = self.kv.compress(seq)
         self._emit("removed", "gpu", "compress", seq, freed)
         return freed
 
     def swap_out(self, seq: Sequence) -> int:
         """Offload the private blocks to CPU (their CPU blocks are reserved now). A running
         sequence leaves the GPU for the queue's front (it loads its KV back on readmission); a
-        paused session stays paused on CPU. With a transfer link (`link_blocks`), its GPU
-        blocks and prefix references stay until the link has moved them (`_transfer`), so
-        nothing is freed now; without one the move is instant. Returns GPU blocks freed now."""
+        paused session stays paused on CPU. With a transfer link (`HostLink.blocks_per_step`),
+        its GPU blocks and prefix references stay until the link has moved them (`_transfer`),
+        so nothing is freed now; without one the move is instant. Returns GPU blocks freed
+        now."""
         assert seq.status in (Status.RUNNING, Status.PAUSED), f"swap of {seq.status} sequence"
         assert not seq.inbound, "swap of a sequence still loading its KV"
         blocks = seq.gpu_blocks
-        assert self.cpu_used + blocks <= self.cpu_capacity, "swap space exceeded"
-        self.cpu_used += blocks
-        seq.cpu_blocks = blocks
-        if self.link_blocks and blocks:
-            seq.outbound = blocks
-            self.link.append(seq)
-            freed = 0
-        else:
-            self.pool.free(blocks)
-            self._emit("removed", "gpu", "swap_out", seq, blocks)
-            freed = blocks + self._release_prefix(seq)
-            seq.gpu_blocks = 0
-            self.blocks_out += blocks
+        freed = 0
+        if self.host.offload(seq, blocks):
+            private, released = self.kv.free(seq)
+            self._emit("removed", "gpu", "swap_out", seq, private)
+            freed = private + released
         if seq.status is Status.RUNNING:
             self._requeue_front(seq)
         else:
@@ -398,7 +319,7 @@ class Engine:
     # --- the step ----------------------------------------------------------------------------
     def step(self) -> StepStats:
         tally = _Tally()
-        transferred = self._transfer() if self.link else 0
+        transferred = self._transfer() if self.host.queue else 0
         self._return_paused()
         active = self._compute(tally)
         self._complete(tally)
@@ -417,7 +338,7 @@ class Engine:
             tally.lookups,  # prefix_lookup_blocks
             tally.swap_ins,  # swap_ins
             tally.swap_latency,  # swap_latency_s
-            self.pool.used,  # used_blocks
+            self.kv.pool.used,  # used_blocks
             len(self.waiting),  # queue
             active,  # active_blocks
             transferred,  # transferred
@@ -445,37 +366,19 @@ class Engine:
         return not (self.running or self.waiting or self.paused)
 
     def _transfer(self) -> int:
-        """Move up to `link_blocks` blocks over the host link, first come first served: an
-        offload's GPU blocks are freed as they are copied out (its prefix references when the
-        last one is), a load's CPU copy is let go when the last block is in. InferCept
-        (arXiv 2402.01869) budgets swap per iteration for the same reason: the link is shared
-        and finite, so offloading everything at once congests it and delays every load."""
-        budget = self.link_blocks
-        link = self.link
-        pool = self.pool
-        while link and budget:
-            seq = link[0]
-            if seq.outbound:
-                take = budget if budget < seq.outbound else seq.outbound
-                seq.outbound -= take
-                seq.gpu_blocks -= take
-                self.blocks_out += take
-                pool.free(take)
-                self._emit("removed", "gpu", "swap_out", seq, take)
-                if not seq.outbound:
-                    self._release_prefix(seq)
-            else:
-                take = budget if budget < seq.inbound else seq.inbound
-                seq.inbound -= take
-                self.blocks_in += take
-                if not seq.inbound:
-                    self.cpu_used -= seq.cpu_blocks
-                    self._emit("removed", "cpu", "swap_in", seq, seq.cpu_blocks)
-                    seq.cpu_blocks = 0
-            budget -= take
-            if not (seq.outbound or seq.inbound):
-                link.popleft()
-        return self.link_blocks - budget
+        """Let the host link move this step's blocks (`HostLink.transfer`): an offload's GPU
+        blocks are freed as they are copied out (its prefix references when the last one is),
+        a load's CPU copy is let go when the last block is in."""
+        return self.host.transfer(self._copied_out, self._loaded)
+
+    def _copied_out(self, seq: Sequence, blocks: int) -> None:
+        self.kv.copied_out(seq, blocks)
+        self._emit("removed", "gpu", "swap_out", seq, blocks)
+        if not seq.outbound:
+            self.kv.release_prefix(seq)
+
+    def _loaded(self, seq: Sequence, blocks: int) -> None:
+        self._emit("removed", "cpu", "swap_in", seq, blocks)
 
     def _return_paused(self) -> None:
         t = self.t
@@ -522,9 +425,14 @@ class Engine:
         fresh blocks decode growth takes are counted in `free` / `taken` and taken from the pool
         (`BlockPool.take_free`, with its peak) before anything else reads or changes it (`_grow`,
         the loop's end);
-        used blocks only grow in between, so the peak then is the peak of every allocation."""
-        t, budget, pool = self.t, self._prefill_budget, self.pool
-        quality, per_block_of, base_level = self._quality, self.tokens_per_block, self.base_level
+        used blocks only grow in between, so the peak then is the peak of every allocation.
+        The loop is the KV-cache manager's `allocate_slots` written out for the common case
+        (blocks free, no events): it takes them from the manager's pool and counts them on the
+        sequence itself, the one place outside `KVCacheManager` that writes `gpu_blocks`."""
+        kv_manager = self.kv
+        t, budget, pool = self.t, self._prefill_budget, kv_manager.pool
+        quality, per_block_of = self._quality, kv_manager.tokens_per_block
+        base_level = kv_manager.base_level
         running_status = Status.RUNNING
         preempted = False
         tokens = active = taken = 0
@@ -625,22 +533,22 @@ class Engine:
         tokens): reclaiming cached prefix blocks, preempting by the fallback when even they do
         not suffice, and the `grow` event. Returns (whether `seq` got its blocks, whether the
         fallback preempted anyone)."""
-        pool = self.pool
         preempted = False
-        if need > pool.available:
+        if need > self.kv.pool.available:
             preempted = True
             self._make_room(need, seq, tally)
             if seq.status is not Status.RUNNING:
                 return False, True
-        self._reclaimed(pool.allocate(need))
+        self._reclaimed(self.kv.allocate(need))
         if self.subscribers:
-            per_block = self.tokens_per_block[seq.quantization_level]
+            per_block = self.kv.tokens_per_block[seq.quantization_level]
             start = seq.prefix_tokens + min(seq.gpu_blocks * per_block, kv)
             self._emit("stored", "gpu", "grow", seq, need, (start, seq.prefix_tokens + kv))
         return True, preempted
 
     def _make_room(self, need: int, growing: Sequence, tally: _Tally) -> None:
-        while need > self.pool.available:
+        pool = self.kv.pool
+        while need > pool.available:
             victim = self._fallback_victim()
             self.evict(victim, forced=True)
             tally.forced += 1
@@ -680,15 +588,9 @@ class Engine:
 
     def _finish(self, seq: Sequence) -> None:
         # Once per request: its private blocks back to the pool, its prefix references released.
-        pool = self.pool
-        blocks = seq.gpu_blocks
-        pool.free(blocks)
+        blocks, _ = self.kv.free(seq)
         if self.subscribers:
             self._emit("removed", "gpu", "finish", seq, blocks)
-        if seq.prefix_held:
-            pool.release_prefix(seq.request.prefix_hashes[: seq.prefix_held])
-            seq.prefix_held = 0
-        seq.gpu_blocks = 0
         seq.status = _FINISHED
 
     def _admit(self, tally: _Tally) -> None:
@@ -719,47 +621,36 @@ class Engine:
         beside `reserved`; returns the chunk blocks it was promised, or None (not admitted).
         An offload holds the whole context, shared prefix included (LMCache stores every
         chunk): a prefix block reclaimed while it was away is restored from the CPU copy."""
-        pool = self.pool
+        kv_manager = self.kv
+        pool = kv_manager.pool
         request = seq.request
         hashes = request.prefix_hashes
         # (a request without a shared prefix skips the pool's chain walks)
         hits, cached_hits = pool.cached_hit_length(hashes) if hashes else (0, 0)
         loaded = seq.cpu_blocks
-        remaining, level, chunk = self._admission(seq, hits)
-        unit = self._unit
+        remaining, level, chunk = kv_manager.admission(seq, hits)
+        unit = kv_manager.unit
         # (`pool.available` written out, net of the cached blocks the hits will reference)
         if (len(hashes) - hits) * unit + (chunk if chunk > loaded else loaded) + reserved > (
             pool.num_free + (len(pool.cached) - cached_hits) * unit
         ):
             return None
-        if hashes:
-            _, stored, reclaimed = pool.acquire_prefix(hashes, hits)
-            self._reclaimed(reclaimed)
-            if stored and self.subscribers:
-                self._emit_prefix("stored", "admit", tuple(stored))
-        seq.prefix_held = len(hashes)
-        seq.quantization_level = level
+        stored, reclaimed = kv_manager.admit(seq, hits, level)
+        self._reclaimed(reclaimed)
+        if stored and self.subscribers:
+            self._emit_prefix("stored", "admit", tuple(stored))
         seq.prefill_remaining = max(remaining, 1) if not loaded else remaining
         if loaded:
-            self._reclaimed(pool.allocate(loaded))
-            seq.gpu_blocks = loaded
-            if self.link_blocks:
-                # vLLM v1 allocates a request's blocks, then waits for its KV
-                # (WAITING_FOR_REMOTE_KVS): it computes once the link has loaded all of it
-                seq.inbound = loaded
-                self.link.append(seq)
-            else:
-                self.cpu_used -= loaded
-                seq.cpu_blocks = 0
-                self.blocks_in += loaded
+            self._reclaimed(kv_manager.load(seq, loaded))
+            # vLLM v1 allocates a request's blocks, then waits for its KV
+            # (WAITING_FOR_REMOTE_KVS): with a link it computes once all of it is in
+            if self.host.load(seq):
                 self._emit("removed", "cpu", "swap_in", seq, loaded)
             scenario = self.scenario
             nbytes = seq.kv_private * scenario.bytes_per_token * level.multiplier
             tally.swap_ins += 1
             tally.swap_latency += scenario.swap_overhead_s + nbytes / scenario.pcie_bytes_per_s
             self._emit("stored", "gpu", "swap_in", seq, loaded)
-        else:
-            seq.gpu_blocks = 0
         seq.status = Status.RUNNING
         seq.admitted_order = self.admissions
         self.admissions += 1
@@ -798,27 +689,17 @@ class Engine:
         t = self.t
         if self.draining or t >= len(self._arrivals):
             return
-        hash_tokens = self._hash_tokens
+        hash_tokens = self.kv.hash_tokens
         for request in self._arrivals[t]:
             prefix = min(len(request.prefix_hashes) * hash_tokens, request.prompt_tokens)
             seq = Sequence.arriving(
-                request, request.prompt_tokens - prefix, t, self.base_level, prefix
+                request, request.prompt_tokens - prefix, t, self.kv.base_level, prefix
             )
             if self._indexes:
                 self.sequences[request.seq_id] = seq
             self.waiting.append(seq)
 
     # --- prefix references and events --------------------------------------------------------
-    def _release_prefix(self, seq: Sequence) -> int:
-        """Drop `seq`'s prefix references; returns how many blocks fell to count 0."""
-        if not seq.prefix_held:
-            return 0
-        # The release itself counts the blocks falling to 0 (a second pass over the chain to
-        # count its sole-held blocks first is saved).
-        released = self.pool.release_prefix(seq.request.prefix_hashes[: seq.prefix_held])
-        seq.prefix_held = 0
-        return released * self._unit
-
     def _reclaimed(self, hashes: list[int]) -> None:
         if hashes and self.subscribers:
             self._emit_prefix("removed", "reclaim", tuple(hashes))
@@ -842,7 +723,9 @@ class Engine:
             subscriber(event)
 
     def _emit_prefix(self, kind: EventKind, reason: Reason, hashes: tuple[int, ...]) -> None:
-        event = BlockEvent(kind, self.t, "gpu", reason, "prefix", len(hashes) * self._unit, hashes)
+        event = BlockEvent(
+            kind, self.t, "gpu", reason, "prefix", len(hashes) * self.kv.unit, hashes
+        )
         for subscriber in self.subscribers:
             subscriber(event)
 
@@ -854,14 +737,7 @@ class Engine:
     SHARED_FIELDS: ClassVar[tuple[str, ...]] = (
         "scenario",
         "schedule",
-        "block_size",
-        "base_level",
         "_indexes",
-        "_unit",
-        "_hash_tokens",
-        "cpu_capacity",
-        "cpu_used",
-        "link_blocks",
         "t",
         "_next_return",
         "admissions",
@@ -870,45 +746,43 @@ class Engine:
         "_quality",
         "_prefill_budget",
         "_step_seconds",
-        "tokens_per_block",
         "max_decode_blocks",
-        "blocks_out",
-        "blocks_in",
         "recomputed_tokens",
     )
     """Fields a clone shares: immutable values, and the tables in `READ_ONLY_FIELDS`."""
-    READ_ONLY_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"_arrivals", "_quality", "tokens_per_block"}
-    )
+    READ_ONLY_FIELDS: ClassVar[frozenset[str]] = frozenset({"_arrivals", "_quality"})
     """Shared containers built at construction and only read after it."""
     OWN_FIELDS: ClassVar[tuple[str, ...]] = (
-        "pool",
+        "kv",
+        "host",
         "running",
         "paused",
         "waiting",
-        "link",
         "sequences",
         "evictions",
         "subscribers",
     )
-    """Fields a clone gets its own of: the pool, every live sequence (copied once, each
-    container pointing at the copies; finished requests, which nothing changes again, stay
-    shared in `sequences`), the eviction log, and no subscribers."""
+    """Fields a clone gets its own of: the KV-cache manager and the host link (each its own
+    `clone`), every live sequence (copied once, each container pointing at the copies;
+    finished requests, which nothing changes again, stay shared in `sequences`), the eviction
+    log, and no subscribers."""
 
-    def clone(self) -> Engine:
+    def clone(self) -> Scheduler:
         """An independent copy (no subscribers) that shares only immutable data."""
         state = self.__dict__
-        if len(state) != _ENGINE_FIELDS:
-            declared = {*Engine.SHARED_FIELDS, *Engine.OWN_FIELDS}
-            raise AssertionError(f"Engine fields no clone group declares: {set(state) - declared}")
-        clone = Engine.__new__(Engine)
-        clone.__dict__.update({name: state[name] for name in Engine.SHARED_FIELDS})
+        if len(state) != _SCHEDULER_FIELDS:
+            declared = {*Scheduler.SHARED_FIELDS, *Scheduler.OWN_FIELDS}
+            raise AssertionError(
+                f"Scheduler fields no clone group declares: {set(state) - declared}"
+            )
+        clone = Scheduler.__new__(Scheduler)
+        clone.__dict__.update({name: state[name] for name in Scheduler.SHARED_FIELDS})
         copies = {id(s): s.copy() for s in (*self.running, *self.paused, *self.waiting)}
-        clone.pool = self.pool.copy()
+        clone.kv = self.kv.clone()
+        clone.host = self.host.clone(copies)
         clone.running = [copies[id(s)] for s in self.running]
         clone.paused = [copies[id(s)] for s in self.paused]
         clone.waiting = deque(copies[id(s)] for s in self.waiting)
-        clone.link = deque(copies[id(s)] for s in self.link)
         clone.sequences = {k: copies.get(id(s), s) for k, s in self.sequences.items()}
         clone.evictions = list(self.evictions)
         clone.subscribers = []
@@ -916,7 +790,7 @@ class Engine:
 
     def check(self) -> None:
         """Assert every accounting invariant; messages name the likely bug."""
-        pool = self.pool
+        pool, host = self.kv.pool, self.host
         pool.check()
         assert all(s.status is Status.RUNNING for s in self.running), "non-running in running"
         assert all(s.status in _BETWEEN_CALLS for s in self.paused), "non-paused in paused list"
@@ -929,7 +803,7 @@ class Engine:
         private = sum(s.gpu_blocks for s in (*on_gpu, *moving_out))
         assert private == pool.num_private, f"private blocks {private} != pool {pool.num_private}"
         for seq in on_gpu:
-            assert seq.gpu_blocks == self.blocks_for(seq), f"{seq.seq_id}: blocks != ceil(kv)"
+            assert seq.gpu_blocks == self.kv.blocks_for(seq), f"{seq.seq_id}: blocks != ceil(kv)"
         for seq in moving_out:
             assert seq.gpu_blocks == seq.outbound <= seq.cpu_blocks, f"{seq.seq_id}: offload"
         for seq in self.paused:
@@ -937,7 +811,7 @@ class Engine:
                 "paused mid-prefill"
             )
         cpu = sum(s.cpu_blocks for s in (*self.paused, *self.waiting, *self.running))
-        assert cpu == self.cpu_used <= self.cpu_capacity, f"cpu blocks {cpu} != {self.cpu_used}"
+        assert cpu == host.cpu_used <= host.cpu_capacity, f"cpu blocks {cpu} != {host.cpu_used}"
         refs: dict[int, int] = {}
         for seq in (*on_gpu, *moving_out):
             assert seq.prefix_held == len(seq.request.prefix_hashes), "partial prefix reference"
@@ -946,8 +820,8 @@ class Engine:
         assert refs == pool.ref_counts, "reference counts disagree with holders"
         holders = (*self.running, *self.paused, *self.waiting)
         linked = [s for s in holders if s.outbound or s.inbound]
-        assert sorted(map(id, linked)) == sorted(map(id, self.link)), "link queue out of step"
-        for seq in self.link:
+        assert sorted(map(id, linked)) == sorted(map(id, host.queue)), "link queue out of step"
+        for seq in host.queue:
             assert bool(seq.outbound) != bool(seq.inbound), f"{seq.seq_id}: both directions"
             assert not seq.inbound or seq.status is Status.RUNNING, f"{seq.seq_id} loads idle"
         for seq in self.running:
@@ -984,8 +858,8 @@ _NEVER = 1 << 62
 _FINISHED = Status.FINISHED
 """(A module constant: reading an enum member off its class costs ~80 ns more in Python 3.11.)"""
 _BETWEEN_CALLS = (Status.PAUSED, Status.SWAPPED, Status.DISCARDED)
-_ENGINE_FIELDS = len(Engine.SHARED_FIELDS) + len(Engine.OWN_FIELDS)
+_SCHEDULER_FIELDS = len(Scheduler.SHARED_FIELDS) + len(Scheduler.OWN_FIELDS)
 _DONE = (Status.FINISHED, Status.FAILED)
 
 
-__all__ = ["Engine", "Eviction", "Request", "StepStats"]
+__all__ = ["Eviction", "Request", "Scheduler", "StepStats"]
