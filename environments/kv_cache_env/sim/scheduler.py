@@ -51,9 +51,9 @@ One `step()`, in order (after the agent's actions):
 6. enqueue this step's arrivals (none while draining).
 
 Along the way it logs what each request's client saw (`Sequence.first_token_wait`,
-`resumed_waits`, `stalls`), the blocks the host link moved (`blocks_out`, `blocks_in`) and the
-prefill tokens recomputed after a discard (`recomputed_tokens`): the episode record's serving
-part (`record.ServingRecord`) is read from them.
+`resumed_waits`, `stalls`) and the prefill tokens recomputed after a discard
+(`recomputed_tokens`); with the blocks the host link moved (`HostLink.blocks_out`, `blocks_in`)
+they are what the episode record's serving part (`record.ServingRecord`) is read from.
 """
 
 from __future__ import annotations
