@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import ClassVar
 
+from .clone_groups import shared_copy
 from .sequence import Sequence
 
 
@@ -132,13 +133,6 @@ class HostLink:
 
     def clone(self, copies: dict[int, Sequence]) -> HostLink:
         """An independent copy whose queue holds `copies` (by the original's id)."""
-        state = self.__dict__
-        if len(state) != len(HostLink.SHARED_FIELDS) + len(HostLink.OWN_FIELDS):
-            declared = {*HostLink.SHARED_FIELDS, *HostLink.OWN_FIELDS}
-            raise AssertionError(
-                f"HostLink fields no clone group declares: {set(state) - declared}"
-            )
-        clone = HostLink.__new__(HostLink)
-        clone.__dict__.update({name: state[name] for name in HostLink.SHARED_FIELDS})
+        clone = shared_copy(self)
         clone.queue = deque(copies[id(s)] for s in self.queue)
         return clone

@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from .admission import first_chunk_blocks, prefill_left
 from .block_pool import BlockPool
+from .clone_groups import shared_copy
 from .scenario import Scenario
 from .sequence import Sequence
 from .types import Quantization
@@ -166,13 +167,6 @@ class KVCacheManager:
 
     def clone(self) -> KVCacheManager:
         """An independent copy: its own pool, the geometry shared."""
-        state = self.__dict__
-        if len(state) != len(KVCacheManager.SHARED_FIELDS) + len(KVCacheManager.OWN_FIELDS):
-            declared = {*KVCacheManager.SHARED_FIELDS, *KVCacheManager.OWN_FIELDS}
-            raise AssertionError(
-                f"KV manager fields no clone group declares: {set(state) - declared}"
-            )
-        clone = KVCacheManager.__new__(KVCacheManager)
-        clone.__dict__.update({name: state[name] for name in KVCacheManager.SHARED_FIELDS})
+        clone = shared_copy(self)
         clone.pool = self.pool.copy()
         return clone

@@ -37,6 +37,7 @@ from typing import ClassVar
 import numpy as np
 
 from .actions import ACTIONS, Action, ActionResult, AgentTool, Refusal
+from .clone_groups import shared_copy
 from .events import Subscriber
 from .frozen import slot_constructor
 from .observation import Observation, Queue, Table, build_observation
@@ -461,14 +462,7 @@ class Simulator:
 
     def clone(self) -> Simulator:
         """An independent copy at the same point (lookahead plays futures on it)."""
-        state = self.__dict__
-        if len(state) != _SIMULATOR_FIELDS:
-            declared = {*Simulator.SHARED_FIELDS, *Simulator.OWN_FIELDS}
-            raise AssertionError(
-                f"Simulator fields no clone group declares: {set(state) - declared}"
-            )
-        clone = Simulator.__new__(Simulator)
-        clone.__dict__.update({name: state[name] for name in Simulator.SHARED_FIELDS})
+        clone = shared_copy(self)
         clone.engine = self.engine.clone()
         clone._stats = list(self._stats)
         clone._drain = list(self._drain)
@@ -493,7 +487,6 @@ class Simulator:
         self.engine.check()
 
 
-_SIMULATOR_FIELDS = len(Simulator.SHARED_FIELDS) + len(Simulator.OWN_FIELDS)
 _HOLDING = (Status.RUNNING, Status.PAUSED, Status.SWAPPED)
 _ON_GPU = (Status.RUNNING, Status.PAUSED)
 _DONE = (Status.FINISHED, Status.FAILED)
