@@ -427,13 +427,10 @@ class Scheduler:
         (`BlockPool.take_free`, with its peak) before anything else reads or changes it (`_grow`,
         the loop's end);
         used blocks only grow in between, so the peak then is the peak of every allocation.
-        The loop is the KV-cache manager's `allocate_slots` written out for the common case
-        (blocks free, no events): it takes them from the manager's pool and counts them on the
-        sequence itself, the one place outside `KVCacheManager` that writes `gpu_blocks`."""
-        kv_manager = self.kv
-        t, budget, pool = self.t, self._prefill_budget, kv_manager.pool
-        quality, per_block_of = self._quality, kv_manager.tokens_per_block
-        base_level = kv_manager.base_level
+        (`KVCacheManager.allocate` written out: the one writer of `gpu_blocks` outside it.)"""
+        kvm = self.kv
+        t, budget, pool = self.t, self._prefill_budget, kvm.pool
+        quality, per_block_of, base_level = self._quality, kvm.tokens_per_block, kvm.base_level
         running_status = Status.RUNNING
         preempted = False
         tokens = active = taken = 0
