@@ -118,6 +118,17 @@ class HostLink:
                 queue.popleft()
         return self.blocks_per_step - budget
 
+    # --- checks ------------------------------------------------------------------------------
+    def check(self, holders: tuple[Sequence, ...]) -> None:
+        """Assert the CPU blocks and the queue against every live sequence (`holders`);
+        messages name the likely bug."""
+        cpu = sum(s.cpu_blocks for s in holders)
+        assert cpu == self.cpu_used <= self.cpu_capacity, f"cpu blocks {cpu} != {self.cpu_used}"
+        linked = [s for s in holders if s.outbound or s.inbound]
+        assert sorted(map(id, linked)) == sorted(map(id, self.queue)), "link queue out of step"
+        for seq in self.queue:
+            assert bool(seq.outbound) != bool(seq.inbound), f"{seq.seq_id}: both directions"
+
     # --- copying -----------------------------------------------------------------------------
     SHARED_FIELDS: ClassVar[tuple[str, ...]] = (
         "cpu_capacity",

@@ -151,6 +151,25 @@ class KVCacheManager:
         """`seq`'s KV was discarded: whatever it computes next is at the base precision."""
         seq.quantization_level = self.base_level
 
+    # --- checks ------------------------------------------------------------------------------
+    def check(self, on_gpu: list[Sequence], moving_out: list[Sequence]) -> None:
+        """Assert the pool's accounting against its holders: the sequences computing or paused
+        on the GPU (`on_gpu`: their blocks fit their KV) and those whose KV is still being
+        copied out (`moving_out`); messages name the likely bug."""
+        pool = self.pool
+        pool.check()
+        private = sum(s.gpu_blocks for s in (*on_gpu, *moving_out))
+        assert private == pool.num_private, f"private blocks {private} != pool {pool.num_private}"
+        for seq in on_gpu:
+            assert seq.gpu_blocks == self.blocks_for(seq), f"{seq.seq_id}: blocks != ceil(kv)"
+        refs: dict[int, int] = {}
+        for seq in (*on_gpu, *moving_out):
+            assert seq.prefix_held == len(seq.request.prefix_hashes), "partial prefix reference"
+            for h in seq.request.prefix_hashes:
+                refs[h] = refs.get(h, 0) + 1
+        assert refs == pool.ref_counts, "reference counts disagree with holders"
+        assert pool.used <= pool.num_blocks, "usage above physical capacity"
+
     # --- copying -----------------------------------------------------------------------------
     SHARED_FIELDS: ClassVar[tuple[str, ...]] = (
         "block_size",

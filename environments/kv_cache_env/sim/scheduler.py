@@ -780,9 +780,8 @@ class Scheduler:
         return clone
 
     def check(self) -> None:
-        """Assert every accounting invariant; messages name the likely bug."""
-        pool, host = self.kv.pool, self.host
-        pool.check()
+        """Assert every accounting invariant, each part its own (`KVCacheManager.check`,
+        `HostLink.check`) and how the queues place each sequence; messages name the likely bug."""
         assert all(s.status is Status.RUNNING for s in self.running), "non-running in running"
         assert all(s.status in _BETWEEN_CALLS for s in self.paused), "non-paused in paused list"
         assert self._next_return == min((s.resume_step for s in self.paused), default=_NEVER), (
@@ -791,29 +790,15 @@ class Scheduler:
         assert all(s.status is Status.WAITING for s in self.waiting), "non-waiting in queue"
         on_gpu = [*self.running, *(s for s in self.paused if s.status is Status.PAUSED)]
         moving_out = [s for s in (*self.paused, *self.waiting) if s.outbound]
-        private = sum(s.gpu_blocks for s in (*on_gpu, *moving_out))
-        assert private == pool.num_private, f"private blocks {private} != pool {pool.num_private}"
-        for seq in on_gpu:
-            assert seq.gpu_blocks == self.kv.blocks_for(seq), f"{seq.seq_id}: blocks != ceil(kv)"
+        self.kv.check(on_gpu, moving_out)
+        self.host.check((*self.running, *self.paused, *self.waiting))
         for seq in moving_out:
             assert seq.gpu_blocks == seq.outbound <= seq.cpu_blocks, f"{seq.seq_id}: offload"
         for seq in self.paused:
             assert seq.prefill_remaining == 0 or seq.status is not Status.PAUSED, (
                 "paused mid-prefill"
             )
-        cpu = sum(s.cpu_blocks for s in (*self.paused, *self.waiting, *self.running))
-        assert cpu == host.cpu_used <= host.cpu_capacity, f"cpu blocks {cpu} != {host.cpu_used}"
-        refs: dict[int, int] = {}
-        for seq in (*on_gpu, *moving_out):
-            assert seq.prefix_held == len(seq.request.prefix_hashes), "partial prefix reference"
-            for h in seq.request.prefix_hashes:
-                refs[h] = refs.get(h, 0) + 1
-        assert refs == pool.ref_counts, "reference counts disagree with holders"
-        holders = (*self.running, *self.paused, *self.waiting)
-        linked = [s for s in holders if s.outbound or s.inbound]
-        assert sorted(map(id, linked)) == sorted(map(id, host.queue)), "link queue out of step"
-        for seq in host.queue:
-            assert bool(seq.outbound) != bool(seq.inbound), f"{seq.seq_id}: both directions"
+        for seq in self.host.queue:
             assert not seq.inbound or seq.status is Status.RUNNING, f"{seq.seq_id} loads idle"
         for seq in self.running:
             assert seq.inbound or not seq.cpu_blocks, f"{seq.seq_id} runs holding a CPU copy"
@@ -830,7 +815,6 @@ class Scheduler:
                 assert seq.gpu_blocks == seq.cpu_blocks == seq.prefix_held == 0, (
                     f"{seq.seq_id} ({seq.status}) still holds blocks"
                 )
-        assert pool.used <= pool.num_blocks, "usage above physical capacity"
 
 
 @lru_cache(maxsize=64)
