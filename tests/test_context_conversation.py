@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kv_context_env.generator.blocks import span_blocks
 from kv_context_env.generator.conversation import (
     LEVELS,
     LevelSpec,
     generate_conversation,
-    span_blocks,
     turns,
 )
 from kv_context_env.generator.lexicon import lexicon
