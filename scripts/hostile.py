@@ -1191,10 +1191,10 @@ def _context_stall(tmp: Path) -> Verdict:
 
 @case("context family", "20 recall queries of 4,000 characters", fast=True)
 def _long_recall(tmp: Path) -> Verdict:
-    from kv_cache_env.llm.model_output import ToolCall
     from kv_context_env.generator.conversation import generate_conversation
     from kv_context_env.llm.agent import call_context_tool
     from kv_context_env.sim.episode import ContextEpisode
+    from model_client.model_output import ToolCall
 
     started = time.monotonic()
     with ContextEpisode(generate_conversation(0, "easy"), archive_dir=tmp) as episode:

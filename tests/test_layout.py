@@ -140,6 +140,8 @@ def test_every_package_says_what_it_owns() -> None:
 
 
 LAYERS: tuple[tuple[str, ...], ...] = (
+    # the chat-model client both families use, below both
+    ("model_client",),
     # the environments: shared helpers, then the simulator, up to the tasksets
     ("kv_cache_env.suggest", "kv_cache_env.limits", "kv_cache_env.bounded_read"),
     ("kv_cache_env.moved",),
@@ -231,6 +233,7 @@ def test_the_layer_order_places_every_package_and_top_level_module() -> None:
     # a new package, or a new module at a package root, must be placed in the order, not left
     # outside the check
     roots = {
+        "model_client": ENVIRONMENTS / "model_client",
         "kv_cache_env": ENVIRONMENTS / "kv_cache_env",
         "kv_context_env": ENVIRONMENTS / "kv_context_env",
         "rubrics": RUBRICS,

@@ -20,9 +20,9 @@ from types import ModuleType
 
 KV_CACHE_ENV_MOVED: dict[str, str] = {
     "kv_cache_env.agent": "kv_cache_env.llm.agent_loop",
-    "kv_cache_env.replies": "kv_cache_env.llm.model_output",
-    "kv_cache_env.responses": "kv_cache_env.llm.provider_responses",
-    "kv_cache_env.openai_chat": "kv_cache_env.llm.openai_chat",
+    "kv_cache_env.replies": "model_client.model_output",
+    "kv_cache_env.responses": "model_client.provider_responses",
+    "kv_cache_env.openai_chat": "model_client.openai_chat",
     "kv_cache_env.prompt": "kv_cache_env.llm.prompt",
     "kv_cache_env.tools": "kv_cache_env.llm.tools",
     "kv_cache_env.valid_calls": "kv_cache_env.llm.valid_calls",

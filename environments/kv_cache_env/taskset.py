@@ -22,11 +22,11 @@ import openai
 import verifiers.v1 as vf
 from pydantic import ConfigDict, model_validator
 
+from model_client.openai_chat import openai_chat
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS, Weights, valued_metrics
 
 from .episodes import EpisodeSpec
 from .llm.agent_loop import play_episode
-from .llm.openai_chat import openai_chat
 from .llm.prompt import system_prompt, turn_message
 from .sim import SCENARIOS, EpisodeRecord, Simulator, canonical_scenario_name
 
