@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kv_context_env.sim.cache import BlockCache
-from kv_context_env.types import (
+from kv_context_env.vocabulary import (
     DEFAULT_PRIORITY,
     SYSTEM_PRIORITY,
     BlocksRemoved,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kv_context_env.sim.archive import TurnArchive
 from kv_context_env.sim.cache import BlockCache
 from kv_context_env.sim.tracker import ContextTracker
-from kv_context_env.types import ArchivedTurn, BlocksRemoved, Kind, Message, Role
+from kv_context_env.vocabulary import ArchivedTurn, BlocksRemoved, Kind, Message, Role
 
 B = 16
 

@@ -157,7 +157,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the context family: the generator knows nothing of episodes, the episode nothing of
     # readers, the readers nothing of the model boundary or the policies, and those two nothing
     # of each other; only the taskset sees them all
-    ("kv_context_env.types", "kv_context_env.tokenizer"),
+    ("kv_context_env.vocabulary", "kv_context_env.tokenizer"),
     ("kv_context_env.generator",),
     ("kv_context_env.sim",),
     ("kv_context_env.readers",),

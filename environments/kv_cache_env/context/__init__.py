@@ -20,7 +20,7 @@ warnings.warn(
 )
 
 MOVED: dict[str, str] = {
-    "types": "kv_context_env.types",
+    "types": "kv_context_env.vocabulary",
     "tokenizer": "kv_context_env.tokenizer",
     **{
         name: f"kv_context_env.generator.{name}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kv_context_env.tokenizer import tokenize
-from kv_context_env.types import BLOCK_SIZE, Conversation, FactSpan
+from kv_context_env.vocabulary import BLOCK_SIZE, Conversation, FactSpan
 
 
 def total_blocks(conversation: Conversation, block_size: int = BLOCK_SIZE) -> int:

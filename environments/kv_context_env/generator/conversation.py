@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kv_context_env.tokenizer import count_tokens
-from kv_context_env.types import (
+from kv_context_env.vocabulary import (
     Conversation,
     FactSpan,
     Kind,

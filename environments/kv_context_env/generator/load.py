@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kv_context_env.tokenizer import count_tokens
-from kv_context_env.types import BLOCK_SIZE, Conversation, FactSpan
+from kv_context_env.vocabulary import BLOCK_SIZE, Conversation, FactSpan
 
 from .blocks import span_blocks
 from .levels import LEVELS

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kv_context_env.types import BLOCK_SIZE
+from kv_context_env.vocabulary import BLOCK_SIZE
 
 INSTALL_HINT = (
     "the Hugging Face reader needs transformers and torch: uv sync --extra hf, then "

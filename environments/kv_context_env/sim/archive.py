@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
-from kv_context_env.types import ArchivedTurn
+from kv_context_env.vocabulary import ArchivedTurn
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from kv_context_env.types import (
+from kv_context_env.vocabulary import (
     BLOCK_SIZE,
     DEFAULT_PRIORITY,
     SYSTEM_PRIORITY,

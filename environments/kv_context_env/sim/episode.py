@@ -35,7 +35,7 @@ from typing import Literal
 
 from kv_context_env.generator.conversation import LEVELS
 from kv_context_env.tokenizer import count_tokens, tokenize
-from kv_context_env.types import (
+from kv_context_env.vocabulary import (
     BLOCK_SIZE,
     BlocksRemoved,
     Conversation,

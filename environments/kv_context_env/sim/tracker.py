@@ -52,7 +52,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from kv_context_env.types import BLOCK_SIZE, ArchivedTurn, BlocksRemoved, Message
+from kv_context_env.vocabulary import BLOCK_SIZE, ArchivedTurn, BlocksRemoved, Message
 
 log = logging.getLogger(__name__)
 
