@@ -144,7 +144,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("model_client",),
     # the environments: shared helpers, then the simulator, up to the tasksets
     ("kv_cache_env.suggest", "kv_cache_env.limits", "kv_cache_env.bounded_read"),
-    ("kv_cache_env.moved",),
     ("kv_cache_env.sim",),
     # the rubrics score what the simulators record: above each family's simulator, below the
     # policies that plan with the score and the tasksets that report it
@@ -175,7 +174,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 """The layer order, lowest first. A module may import its own unit and any unit of a lower
 layer, never a higher layer nor another unit of its own layer (the two families never import
-each other). Package roots and the old-path shims belong to no unit, except `rubrics`, whose
+each other). Package roots belong to no unit, except `rubrics`, whose
 root is the serving rubric (`rubrics.context`, the context family's, is a unit of its own)."""
 
 UNITS = {unit: layer for layer, units in enumerate(LAYERS) for unit in units}
@@ -243,7 +242,6 @@ def test_the_layer_order_places_every_package_and_top_level_module() -> None:
         _module_name(path)
         for root in roots.values()
         for path in [*root.rglob("__init__.py"), *root.glob("*.py")]
-        if "warnings.warn(" not in path.read_text()  # an old path's shim, which holds no code
     }
     unplaced = sorted(m for m in modules - set(roots) if _unit(m) is None)
     assert unplaced == []
