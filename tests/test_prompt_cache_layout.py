@@ -13,7 +13,7 @@ from evals.prompt_cache.tiers import TIERS, Tier, TierSnapshot
 
 def snapshot(**tiers: tuple[str, ...]) -> TierSnapshot:
     full = {tier: tiers.get(tier, ()) for tier in TIERS}
-    return TierSnapshot(tiers=full, invalidated=frozenset(), n={}, tokens={})
+    return TierSnapshot(tiers=full, invalidated=frozenset())
 
 
 TOKENS = {
