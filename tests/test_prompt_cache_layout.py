@@ -1,5 +1,5 @@
-"""Request layout (seed 002, "Cache Block Structure"): segment order, breakpoint placement, the
-prefix rule, the breakpoint budget, and a hypothesis check over arbitrary snapshots."""
+"""Request layout (the tier design, "Cache Block Structure"): segment order, breakpoint placement,
+the prefix rule, the breakpoint budget, and a hypothesis check over arbitrary snapshots."""
 
 from __future__ import annotations
 

@@ -76,8 +76,8 @@ class TierPlanner:
     `windowed`: the conversation is sent through a sliding `history_turns` window, so the
     oldest turn leaves every request and any tier holding history changes every time: its
     breakpoint would write a prefix that is never read again. History then never graduates
-    (the seed's behaviour for `cache_target_tokens = 0`, applied to history only) and only the
-    fixed L0 content is cached."""
+    (the tier design's behaviour for `cache_target_tokens = 0`, applied to history only) and only
+    the fixed L0 content is cached."""
 
     def __init__(self, config: TierConfig | None = None, *, windowed: bool = False) -> None:
         self.config = config or TierConfig()
