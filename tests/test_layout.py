@@ -180,6 +180,17 @@ root is the serving rubric (`rubrics.context`, the context family's, is a unit o
 UNITS = {unit: layer for layer, units in enumerate(LAYERS) for unit in units}
 
 
+def test_the_layout_page_draws_this_layer_order() -> None:
+    page = (ROOT / "docs" / "layout.md").read_text()
+    section = page.split("\n## The layer order\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| ")]
+    drawn = [
+        (int(cells[1]), tuple(u.strip().strip("`") for u in cells[2].split(",")))
+        for cells in rows[1:]  # the header row aside
+    ]
+    assert drawn == list(enumerate(LAYERS, start=1))
+
+
 def _unit(module: str) -> str | None:
     matches = [u for u in UNITS if module == u or module.startswith(u + ".")]
     return max(matches, key=len) if matches else None
