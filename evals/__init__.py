@@ -5,7 +5,7 @@
 - `serving/`: the serving family (built-in policies, episode runner, model evals, validate,
   bench);
 - `context/`: the conversation-context family;
-- `prompt_cache/`: provider prompt caching (seed 002);
+- `prompt_cache/`: provider prompt caching (the tier design);
 - `common/`: what the families share (results schema, run directories, statistics, input
   checks, the policy server, the local model, fault injection);
 - `report`: the leaderboard report over every family's results.

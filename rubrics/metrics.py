@@ -1,5 +1,5 @@
-"""Episode metrics (not rewards): seed 003's results-table columns and a few more, and the
-serving metrics in serving's own terms (first-token latency percentiles, time between tokens,
+"""Episode metrics (not rewards): the original design's results-table columns and a few more, and
+the serving metrics in serving's own terms (first-token latency percentiles, time between tokens,
 SLO attainment, goodput, host-link traffic, recompute), each a pure function of an
 `EpisodeRecord`.
 

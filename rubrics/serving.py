@@ -1,25 +1,28 @@
-"""The serving rubric: seed 003's seven reward components, each a pure function of an
+"""The serving rubric: the original design's seven reward components, each a pure function of an
 `EpisodeRecord`, and their weighted sum.
 
 Penalties are returned as negative numbers, so the reward is the plain weighted sum
-`sum(weight * component)`. Seed 003's formulas are used as written; where it left a choice open
+`sum(weight * component)`. The original design's formulas are used as written; where it left a
+choice open
 the docstring says what was chosen:
 
 - failures, throughput and latency cover the agent turns and the agent-free drain that ends
   every episode (a departure: the seed stops at the last turn, so a last-turn dump was free);
   headroom covers the agent turns only;
 - throughput is normalised by what an unconstrained engine generates over the same turns and
-  drain (the record's `reference_tokens + reference_drain_tokens`), not by seed 003's fixed
-  500 tokens;
+  drain (the record's `reference_tokens + reference_drain_tokens`), not by the original design's
+  fixed 500 tokens;
 - memory_efficiency (unspecified in the seed; redefined in suite v2) is the quality-weighted
   tokens produced per block-step held over the turns, relative to an *ideal* server on the same
   schedule that holds only the KV read in each step, at int4 (the record's
   `reference_ideal_block_steps`), capped at 1. Idle KV (paused sessions, stalled or uncompressed
   sequences) lowers it, and so do lost tokens, so no simple rule reaches 1;
-- eviction_quality is seed 003's block-type-weighted value of what is in the cache at the last
+- eviction_quality is the original design's block-type-weighted value of what is in the cache at the
+last
   agent turn (paused sessions' KV included); an empty cache scores 0;
-- risky_eviction_penalty uses seed 003's three rules with progress = generated / target output
-  tokens, and is capped at 1 like the seed's other penalties.
+- risky_eviction_penalty uses the original design's three rules with progress = generated / target
+output
+  tokens, and is capped at 1 like the original design's other penalties.
 Engine-forced preemptions count as evictions in the last two, because keeping room is the
 agent's job.
 """
@@ -135,7 +138,8 @@ _SEED_WEIGHTS: Mapping[str, float] = MappingProxyType(
         "risky_eviction_penalty": 0.02,
     }
 )
-"""Seed 003's weights: the suite's, and the only ones the shipped reference table answers for."""
+"""The original design's weights: the suite's, and the only ones the shipped reference table answers
+for."""
 
 
 class Weights(RubricWeights):
@@ -152,7 +156,7 @@ class Weights(RubricWeights):
 
 
 DEFAULT_WEIGHTS = Weights()
-"""The suite's weights (seed 003's)."""
+"""The suite's weights (the original design's)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import sys
 import time
 
 from kv_context_env.sim.archive import TurnArchive
-from kv_context_env.types import ArchivedTurn
+from kv_context_env.vocabulary import ArchivedTurn
 
 
 def turn(i: int) -> ArchivedTurn:

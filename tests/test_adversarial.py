@@ -19,7 +19,7 @@ from evals.cli import app
 from evals.common.result_check import parse_line
 from evals.servers.faults import REPLY_FAULTS, RESPONSE_FAULTS, TRANSPORT_FAULTS
 from evals.servers.policy_server import PolicyServer
-from kv_cache_env.llm import provider_responses as responses
+from model_client import provider_responses as responses
 
 runner = CliRunner()
 EVAL = ("eval", "--model", "lru", "--base-url")

@@ -1,5 +1,5 @@
 """Property-based fuzzing of the two boundaries: provider response -> reply
-(`kv_cache_env.llm.provider_responses`) and reply -> actions (`kv_cache_env.llm.model_output`,
+(`model_client.provider_responses`) and reply -> actions (`model_client.model_output`,
 `tools.run_call`, `call_context_tool`). Whatever arrives, nothing raises except `ProviderError`,
 every call is answered with one line of at most 200 characters that can be encoded, and each bad
 call is counted. CI profile: at most 150 examples per property, no deadline."""
@@ -12,14 +12,14 @@ import hypothesis.strategies as st
 from conftest import req, tiny_sim
 from hypothesis import HealthCheck, example, given, settings
 
-from kv_cache_env.llm.agent_loop import ModelReply, assistant_message
-from kv_cache_env.llm.model_output import MAX_ERROR_CHARS, ToolCall, tool_calls_from_openai
-from kv_cache_env.llm.provider_responses import ProviderError, anthropic_reply, openai_reply
 from kv_cache_env.llm.tools import run_call
 from kv_cache_env.sim import ACTIONS
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.llm.agent import call_context_tool
 from kv_context_env.sim.episode import ContextEpisode
+from model_client.model_output import MAX_ERROR_CHARS, ToolCall, tool_calls_from_openai
+from model_client.provider_responses import ProviderError, anthropic_reply, openai_reply
+from model_client.reply import ModelReply, assistant_message
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -15,7 +15,7 @@ import pytest
 from _archive_writer import turn
 
 from kv_context_env.sim.archive import TurnArchive, fts_query
-from kv_context_env.types import ArchivedTurn
+from kv_context_env.vocabulary import ArchivedTurn
 
 WRITER = Path(__file__).with_name("_archive_writer.py")
 

@@ -19,7 +19,7 @@ from kv_context_env.sim.episode import (
     recall_latency_s,
 )
 from kv_context_env.sim.values import names_value
-from kv_context_env.types import Conversation, Question
+from kv_context_env.vocabulary import Conversation, Question
 from rubrics.context import RECALL_SLO_S, context_score
 
 

@@ -1,5 +1,5 @@
 """BlockCache: absolute block mapping, prioritized-LRU engine evictions, tail protection, and
-the token mask of seed 001 agreeing with every per-message query."""
+the token mask of the masking design agreeing with every per-message query."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kv_context_env.sim.cache import BlockCache
-from kv_context_env.types import (
+from kv_context_env.vocabulary import (
     DEFAULT_PRIORITY,
     SYSTEM_PRIORITY,
     BlocksRemoved,
@@ -185,8 +185,8 @@ ROLES: list[Role] = ["system", "user", "assistant", "tool"]
 def test_queries_agree_with_the_token_mask(
     sizes: list[tuple[Role, int]], max_blocks: int, agent: list[int]
 ) -> None:
-    """Seed 001's mask (block status repeated over its 16 tokens) decides every query, and the
-    engine never keeps a non-tail block that sorts before one it evicted."""
+    """The masking design's mask (block status repeated over its 16 tokens) decides every query, and
+    the engine never keeps a non-tail block that sorts before one it evicted."""
     cache = BlockCache(max_blocks)
     for step, (role, n) in enumerate(sizes):
         cache.append(msg(step, role, n), step)

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kv_context_env.generator.blocks import span_blocks
 from kv_context_env.generator.conversation import (
     LEVELS,
     LevelSpec,
     generate_conversation,
-    span_blocks,
     turns,
 )
 from kv_context_env.generator.lexicon import lexicon
@@ -26,7 +26,7 @@ from kv_context_env.generator.valuegen import ValueDraw
 from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer, split_sentences
 from kv_context_env.sim.values import judge_answer, names_value
 from kv_context_env.tokenizer import count_tokens, tokenize
-from kv_context_env.types import Conversation, FactSpan, Kind, Message, Role
+from kv_context_env.vocabulary import Conversation, FactSpan, Kind, Message, Role
 
 SEEDS = range(4)
 """Seeds per level: conversations are long (300-400 messages), a few carry every check."""

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from evals.context.run import context_result, extractive_reader, play_policy
-from kv_cache_env.llm.agent_loop import ToolCall
 from kv_context_env.generator.conversation import LEVELS, generate_conversation, turns
 from kv_context_env.llm.agent import call_context_tool, render_context
 from kv_context_env.policies.baselines import get_context_policy
@@ -19,6 +18,7 @@ from kv_context_env.sim.episode import (
     answer_has_value,
     recall_latency_s,
 )
+from model_client.model_output import ToolCall
 from rubrics.context import CONTEXT_COMPONENTS, context_score
 
 

@@ -1,4 +1,4 @@
-"""The block-masked Hugging Face reader (seed 001).
+"""The block-masked Hugging Face reader (the masking design).
 
 The pure mask/position helpers run without torch. The model tests build a tiny randomly
 initialised Llama from a config (no download) and check what "true attention masking" must

@@ -12,7 +12,7 @@ import pytest
 from evals.context.validate import READERS, make_policy
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.sim.episode import ContextEpisode
-from kv_context_env.types import Conversation, FactSpan
+from kv_context_env.vocabulary import Conversation, FactSpan
 
 
 def _blind(conversation: Conversation) -> Conversation:

@@ -1,5 +1,5 @@
-"""ContextTracker: removed-block events → messages, seed 000's four archival phases (and the
-generalised case), the orphan slot, and the invariants over random episodes."""
+"""ContextTracker: removed-block events → messages, the TensorRT-LLM design's four archival phases
+(and the generalised case), the orphan slot, and the invariants over random episodes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kv_context_env.sim.archive import TurnArchive
 from kv_context_env.sim.cache import BlockCache
 from kv_context_env.sim.tracker import ContextTracker
-from kv_context_env.types import ArchivedTurn, BlocksRemoved, Kind, Message, Role
+from kv_context_env.vocabulary import ArchivedTurn, BlocksRemoved, Kind, Message, Role
 
 B = 16
 
@@ -127,7 +127,7 @@ def test_phase4_then_phase1_orphan_completed_when_its_assistant_is_evicted() -> 
     assert ep.phases() == []
     a = ep.add("assistant", 16)
     ep.add("user", 3)
-    assert ep.phases() == []  # waits for the next event, as in seed 000
+    assert ep.phases() == []  # waits for the next event, as in the TensorRT-LLM design
     ep.evict_message(a)
     assert ep.phases() == [(u, a, "orphan")]
     assert ep.tracker.open_user_question is None
@@ -298,8 +298,8 @@ def test_random_episodes_keep_the_deque_exact_and_archive_each_turn_once(
 
 
 def seed_token_count(token_counts: list[int], tokens_removed: int) -> int:
-    """Seed 000, verbatim: sum token counts from message 1 (the system message is skipped)
-    until the sum reaches the tokens removed; messages 1..X were evicted."""
+    """The TensorRT-LLM design, verbatim: sum token counts from message 1 (the system message is
+    skipped) until the sum reaches the tokens removed; messages 1..X were evicted."""
     token_sum = 0
     for i in range(1, len(token_counts)):
         token_sum += token_counts[i]
@@ -318,10 +318,10 @@ def test_oldest_first_engine_evictions_match_seed_token_counting(
     system_blocks: int, sizes: list[int], spare: int
 ) -> None:
     """With only the engine evicting (every block read every turn, so LRU = oldest first) and
-    a block-aligned system message (seed 000's setting), the tracker's block mapping and seed
-    000's token counting name the same messages. The counting runs on the cumulative tokens
-    removed: seed 000 counts from message 1 each time, which is the same while each event
-    starts where the last ended and no message straddles two events."""
+    a block-aligned system message (the TensorRT-LLM design's setting), the tracker's block mapping
+    and the TensorRT-LLM design's token counting name the same messages. The counting runs on the
+    cumulative tokens removed: the TensorRT-LLM design counts from message 1 each time, which is
+    the same while each event starts where the last ended and no message straddles two events."""
     ep = Episode(max_blocks=system_blocks + spare)
     ep.add("system", system_blocks * B)
     counts = [system_blocks * B]

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _harness():
+    sys.path.insert(0, str(ROOT / "scripts"))  # the case modules beside it (`hostile_cases`)
     spec = importlib.util.spec_from_file_location("hostile", ROOT / "scripts" / "hostile.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

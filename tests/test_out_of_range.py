@@ -308,10 +308,10 @@ def test_context_resume_refuses_other_arguments_and_force_moves_aside(tmp_path):
 
 # --- context family: recall queries, a full archive disk, a stalled endpoint --------------------
 def test_a_recall_query_over_the_limit_is_an_invalid_action():
-    from kv_cache_env.llm.model_output import ToolCall
     from kv_context_env.generator.conversation import generate_conversation
     from kv_context_env.llm.agent import call_context_tool
     from kv_context_env.sim.episode import MAX_RECALL_QUERY_CHARS, ContextEpisode
+    from model_client.model_output import ToolCall
 
     with ContextEpisode(generate_conversation(0, "easy")) as episode:
         query = "x" * (MAX_RECALL_QUERY_CHARS + 1)

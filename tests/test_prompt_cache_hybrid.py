@@ -20,12 +20,13 @@ from evals.prompt_cache.replay import Transcript, load_transcript, replay, reque
 from evals.prompt_cache.requests import RequestShape, part_positions, request_units, split_request
 from evals.prompt_cache.strategies import HybridPlanner, make_planner
 from evals.prompt_cache.tiers import TierConfig
-from kv_cache_env.llm.agent_loop import ModelReply, ToolCall
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.llm.agent import CONTEXT_TOOLS, play_context_episode
 from kv_context_env.policies.text_agent import context_text_calls
 from kv_context_env.readers.extractive import extractive_reader
 from kv_context_env.sim.episode import ContextEpisode
+from model_client.model_output import ToolCall
+from model_client.reply import ModelReply
 
 Message = dict[str, Any]
 SMALL = TierConfig(cache_min_tokens=200, cache_buffer_multiplier=1.0)
@@ -338,7 +339,7 @@ def test_plain_openai_path_sends_observation_blocks_as_one_string() -> None:
     one text, exactly the blocks joined; the caching path keeps the parts."""
     from types import SimpleNamespace
 
-    from kv_cache_env.llm.openai_chat import openai_chat
+    from model_client.openai_chat import openai_chat
 
     sent: list[Any] = []
 

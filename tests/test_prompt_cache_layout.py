@@ -1,5 +1,5 @@
-"""Request layout (seed 002, "Cache Block Structure"): segment order, breakpoint placement, the
-prefix rule, the breakpoint budget, and a hypothesis check over arbitrary snapshots."""
+"""Request layout (the tier design, "Cache Block Structure"): segment order, breakpoint placement,
+the prefix rule, the breakpoint budget, and a hypothesis check over arbitrary snapshots."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from evals.prompt_cache.tiers import TIERS, Tier, TierSnapshot
 
 def snapshot(**tiers: tuple[str, ...]) -> TierSnapshot:
     full = {tier: tiers.get(tier, ()) for tier in TIERS}
-    return TierSnapshot(tiers=full, invalidated=frozenset(), n={}, tokens={})
+    return TierSnapshot(tiers=full, invalidated=frozenset())
 
 
 TOKENS = {

@@ -77,7 +77,8 @@ def test_memory_efficiency_compares_yield_per_block_step_with_the_ideal_server()
     assert r.memory_efficiency(exact) == pytest.approx(1.0)
     frugal = record(reference_ideal_block_steps=100.0, used_blocks=(5, 5, 5, 5))
     assert r.memory_efficiency(frugal) == 1.0  # capped
-    # the seed's old reference (block-steps of the unconstrained engine) is not the floor now
+    # the original design's old reference (block-steps of the unconstrained engine) is not the floor
+    # now
     assert r.memory_efficiency(record()) == 0.0  # no ideal block-steps recorded: undefined
 
 

@@ -240,7 +240,7 @@ def test_eviction_quality_is_the_snapshot_at_the_last_turn_paused_kv_included():
         ("q", BlockType.REASONING, 4.0),
         ("p", BlockType.CONTEXT, 3.0),
     }
-    # kept value: reasoning 0.1, context 0.75 (seed 003's weights)
+    # kept value: reasoning 0.1, context 0.75 (the original design's weights)
     assert r.eviction_quality(record) == pytest.approx((4 * 0.1 + 3 * 0.75) / 7)
     # the drain then finished both: q 35 more tokens, p's next call 4
     assert (record.drain_tokens, record.drain_failures) == (35 + 4, 0)

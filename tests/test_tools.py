@@ -5,9 +5,11 @@ import asyncio
 import pytest
 from conftest import req, steps, tiny_sim
 
-from kv_cache_env.llm.agent_loop import ModelReply, ToolCall, play_episode
+from kv_cache_env.llm.agent_loop import play_episode
 from kv_cache_env.llm.tools import call_tool, tool_schemas
 from kv_cache_env.sim import Simulator, get_scenario
+from model_client.model_output import ToolCall
+from model_client.reply import ModelReply
 
 
 @pytest.fixture

@@ -2,23 +2,19 @@
 
 - `sim/`: the simulator (pure, deterministic);
 - `policies/`: the built-in policies, pure functions of an observation (and the planners);
-- `llm/`: the model boundary (prompt, tools, model output, provider responses, the agent loop);
+- `llm/`: the model boundary (prompt, tools, valid calls, the agent loop; the chat-model client
+  itself is `model_client`);
 - `rl/`: observation features, the Gymnasium env and its vector env;
 - `traces/`: the public traces and their replay as simulator schedules;
 - `taskset.py`, `episodes.py`: the verifiers taskset and what identifies one episode.
 
 The taskset is exported lazily: importing verifiers takes seconds, and nothing else in the
-project needs it. Modules that lived at the top level before keep their old import paths, with
-a `DeprecationWarning` (`moved.py`).
+project needs it.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from .moved import KV_CACHE_ENV_MOVED, keep_old_paths
-
-keep_old_paths(KV_CACHE_ENV_MOVED)
 
 __all__ = ["KvCacheEnv", "KvCacheHarness", "KvCacheTaskset"]
 

@@ -4,7 +4,7 @@ through the `evict` / `compress` / `swap` / `noop` tools, scored by the serving 
 - `KvCacheTask.setup` builds the rollout's live simulator into `trace.state.sim`;
   `finalize` stores the episode record in `trace.info["episode_record"]`, and every reward and
   metric is computed from that record, so `vf-replay` (which has no live state) re-scores
-  identically. Weights default to seed 003's and can be overridden with
+  identically. Weights default to the original design's and can be overridden with
   `--env.taskset.task.rewards '{"latency_penalty": {"weight": 0.1}}'`; the components' weights
   are checked when the config is made, as one `rubrics.Weights` (`KvCacheTaskConfig.weights`).
 - `KvCacheHarness` runs the tool loop in-process (`kv_cache_env.llm.agent_loop.play_episode`), every
@@ -22,11 +22,11 @@ import openai
 import verifiers.v1 as vf
 from pydantic import ConfigDict, model_validator
 
+from model_client.openai_chat import openai_chat
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS, Weights, valued_metrics
 
 from .episodes import EpisodeSpec
 from .llm.agent_loop import play_episode
-from .llm.openai_chat import openai_chat
 from .llm.prompt import system_prompt, turn_message
 from .sim import SCENARIOS, EpisodeRecord, Simulator, canonical_scenario_name
 
@@ -98,7 +98,7 @@ class KvCacheTask(vf.Task[KvCacheData, KvCacheState, KvCacheTaskConfig]):
         trace.info["scenario"] = sim.scenario.name
         trace.info["turns_played"] = sim.turn
 
-    # --- the seven rubric components (seed 003 weights) --------------------------------------
+    # --- the seven rubric components (the original design's weights) ------------------------
     @vf.reward(weight=DEFAULT_WEIGHTS["failure_penalty"])
     async def failure_penalty(self, trace: vf.Trace) -> float:
         return COMPONENTS["failure_penalty"](_record(trace))

@@ -2,7 +2,7 @@
 KV-cache, what is archived when they go, and whether a reader can still answer), with its
 verifiers taskset.
 
-- `types` (the shared vocabulary) and `tokenizer` (what a token is) sit at the top: every
+- `vocabulary` (the shared data types) and `tokenizer` (what a token is) sit at the top: every
   layer speaks them.
 - `generator/`: the deterministic long-conversation generator and its answer key.
 - `sim/`: one episode: the block cache, the tracker, the SQLite archive, the answer check.

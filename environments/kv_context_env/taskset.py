@@ -23,7 +23,6 @@ import openai
 import verifiers.v1 as vf
 from pydantic import ConfigDict
 
-from kv_cache_env.llm.openai_chat import openai_chat
 from kv_context_env.generator.conversation import LEVELS, generate_conversation
 from kv_context_env.llm.agent import (
     context_system_prompt,
@@ -33,6 +32,7 @@ from kv_context_env.llm.agent import (
 from kv_context_env.llm.chat_reader import ChatReader
 from kv_context_env.readers.extractive import extractive_answer
 from kv_context_env.sim.episode import ContextEpisode, ContextRecord
+from model_client.openai_chat import openai_chat
 from rubrics.context import CONTEXT_COMPONENTS, CONTEXT_WEIGHTS, context_metrics
 
 RECORD_KEY = "context_record"

@@ -4,23 +4,4 @@ checks and error reporting (`edge`), the terminal (`console`), the options sever
 share (`options`), a validity check's record (`checks`), API keys and the secret scrubber
 (`secrets`), durable writes (`durable`), processes and signals (`processes`), the HTTP layer
 under the hosted-model clients (`hosted_client`) and raw HTTP for probing (`raw_http`).
-
-The keyless servers that lived here are `evals.servers` now; their old import paths still work,
-with a `DeprecationWarning`."""
-
-from kv_cache_env.moved import keep_old_paths
-
-OLD_PATHS = {
-    f"evals.common.{name}": f"evals.servers.{name}"
-    for name in (
-        "commands",
-        "policy_server",
-        "faults",
-        "http_guard",
-        "local_model",
-        "local_tool_calls",
-    )
-}
-"""The modules that moved to `evals.servers`."""
-
-keep_old_paths(OLD_PATHS)
+The keyless servers are `evals.servers`."""

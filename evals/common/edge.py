@@ -42,7 +42,7 @@ from typer.exceptions import TyperException
 
 from kv_cache_env.bounded_read import FileReadError
 from kv_cache_env.limits import MAX_EPISODE_STEPS, MAX_WEIGHT
-from kv_cache_env.llm.model_output import one_line
+from model_client.model_output import one_line
 
 from .durable import OutputError
 from .help import HelpGroup

@@ -8,7 +8,7 @@ attempt goes through `guarded_transport`:
   at the deadline (the SDK's own timeout bounds each read, not the attempt), and the attempt
   counts as a timeout, retried like one;
 - the body is read at most `MAX_RESPONSE_BYTES` (the response limit of
-  `kv_cache_env.llm.provider_responses`) plus one byte, decompressed (gzip, deflate) within the same
+  `model_client.provider_responses`) plus one byte, decompressed (gzip, deflate) within the same
   bound; a larger answer, or one compressed otherwise, ends the attempt with
   `ResponseRefused` saying why (the SDK retries it as a connection error);
 - `Retry-After` / `retry-after-ms` are capped at `MAX_RETRY_AFTER_S` (60 s): the Anthropic SDK
@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from kv_cache_env.llm.provider_responses import MAX_RESPONSE_BYTES
+from model_client.provider_responses import MAX_RESPONSE_BYTES
 
 from .secrets import register_secret, register_url_secrets
 

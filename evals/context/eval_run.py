@@ -19,14 +19,14 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kv_cache_env.llm.model_output import one_line
-from kv_cache_env.llm.provider_responses import ProviderError
 from kv_cache_env.suggest import unknown_name
 from kv_context_env import CONTEXT_SUITE_VERSION
 from kv_context_env.generator.conversation import LEVELS, generate_conversation
 from kv_context_env.policies.baselines import CONTEXT_POLICIES
 from kv_context_env.sim.archive import ArchiveWriteError
 from kv_context_env.sim.episode import ContextEpisode
+from model_client.model_output import one_line
+from model_client.provider_responses import ProviderError
 from rubrics.context import ContextWeights
 
 from ..common.columns import Column, Fitted, fit_table
@@ -315,9 +315,9 @@ def _play_model(
 ) -> dict[str, Any]:
     import openai
 
-    from kv_cache_env.llm.agent_loop import Transcript
-    from kv_cache_env.llm.openai_chat import openai_chat
     from kv_context_env.llm.agent import CONTEXT_TOOLS, play_context_episode
+    from model_client.openai_chat import openai_chat
+    from model_client.reply import Transcript
 
     from ..common.hosted_client import openai_client
 

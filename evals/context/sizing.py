@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.generator.lexicon import lexicon
 from kv_context_env.generator.load import LiveLoad, live_load
-from kv_context_env.types import Conversation
+from kv_context_env.vocabulary import Conversation
 
 __all__ = ["LiveLoad", "Novelty", "Seen", "live_load", "novelty", "novelty_against", "seen_in"]
 

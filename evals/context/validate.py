@@ -63,7 +63,7 @@ from kv_context_env.policies.signal_reader import SignalReader
 from kv_context_env.policies.template_signals import TemplateSignalReader
 from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer
 from kv_context_env.sim.episode import ContextEpisode
-from kv_context_env.types import BLOCK_SIZE
+from kv_context_env.vocabulary import BLOCK_SIZE
 
 from ..common.checks import Check
 from ..common.processes import worker_pool

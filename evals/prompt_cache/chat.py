@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kv_cache_env.llm.agent_loop import ChatFn, ModelReply, TokenUsage
-from kv_cache_env.llm.openai_chat import openai_chat
-from kv_cache_env.llm.provider_responses import anthropic_reply, with_retries
+from model_client.openai_chat import openai_chat
+from model_client.provider_responses import anthropic_reply, with_retries
+from model_client.reply import ChatFn, ModelReply, TokenUsage
 
 from .render import anthropic_request, openai_cached_messages
 from .requests import split_request

@@ -1,4 +1,4 @@
-"""Request layout of a tier snapshot (seed 002, "Cache Block Structure"): which segments are
+"""Request layout of a tier snapshot (the tier design, "Cache Block Structure"): which segments are
 sent in which order, and which carry a `cache_control` breakpoint.
 
 Order: L0 fixed content (system prompt, tool schemas, legend), L0 symbols/files, L0 history,

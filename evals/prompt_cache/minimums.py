@@ -9,7 +9,7 @@ and Haiku 3. Sonnet 4.6: the guide quoted there says 1024, but that issue report
 below 2048 and gateway docs list 2048 (docs.orq.ai, "Prompt caching"); we take the larger, since
 a minimum set too high only forgoes a cache entry while one set too low wastes a breakpoint.
 Older models (Claude 3 Opus, 3.5 / 3.7 Sonnet) take 1024 (truefoundry gateway docs, "Chat
-completions prompt caching"). Unknown models get `DEFAULT_MIN_TOKENS`, seed 002's
+completions prompt caching"). Unknown models get `DEFAULT_MIN_TOKENS`, the tier design's
 `cacheMinTokens`.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 DEFAULT_MIN_TOKENS = 1024
-"""Seed 002's `cacheMinTokens` (Anthropic's most common minimum)."""
+"""The tier design's `cacheMinTokens` (Anthropic's most common minimum)."""
 
 MIN_CACHEABLE_TOKENS: tuple[tuple[str, int], ...] = (
     # (pattern searched in the lower-cased model name, minimum tokens); first match wins, so

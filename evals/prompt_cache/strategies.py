@@ -3,8 +3,8 @@
 - `none`: no breakpoint (nothing is cached).
 - `system`: one breakpoint on the system prompt (tool schemas + system are cached).
 - `rolling`: one breakpoint on the last message, moved forward every request.
-- `tiers`: seed 002's stability tiers (`TierPlanner`): the fixed L0 content (tool schemas and
-  system prompt), then whole past turns in L0–L3 and active, one breakpoint at the end of each
+- `tiers`: the stability-tier design (`TierPlanner`): the fixed L0 content (tool schemas and
+  system prompt), then whole past turns in L3 and active, one breakpoint at the end of each
   non-empty cached tier, at most four.
 - `hybrid` (the hosted client's default, `HybridPlanner`): tiers for content that changes
   between requests, a rolling breakpoint for history that only grows.
@@ -70,14 +70,14 @@ class RollingBreakpoint:
 
 
 class TierPlanner:
-    """Seed 002's tier manager applied to an eval conversation: history items are whole turns,
+    """The stability-tier design applied to an eval conversation: history items are whole turns,
     keyed by a digest of their content (immutable, so a key never changes meaning).
 
     `windowed`: the conversation is sent through a sliding `history_turns` window, so the
     oldest turn leaves every request and any tier holding history changes every time: its
     breakpoint would write a prefix that is never read again. History then never graduates
-    (the seed's behaviour for `cache_target_tokens = 0`, applied to history only) and only the
-    fixed L0 content is cached."""
+    (the tier design's behaviour for `cache_target_tokens = 0`, applied to history only) and only
+    the fixed L0 content is cached."""
 
     def __init__(self, config: TierConfig | None = None, *, windowed: bool = False) -> None:
         self.config = config or TierConfig()
@@ -89,11 +89,8 @@ class TierPlanner:
 
     def plan(self, shape: RequestShape, tools_tokens: int) -> list[int]:
         if self._tracker is None:
-            fixed = message_text(shape.system)
             self._fixed_tokens = tools_tokens + message_tokens(shape.system)
-            self._tracker = StabilityTracker(
-                self.config, fixed_l0=(Item("system", fixed, self._fixed_tokens),)
-            )
+            self._tracker = StabilityTracker(self.config)
         items: list[Item] = []
         last_index: dict[str, int] = {}
         index = 0
@@ -103,7 +100,7 @@ class TierPlanner:
             items.append(Item(key, text, estimate_tokens(text)))
             index += sum(part_count(m) for m in turn)
             last_index[key] = index
-        snapshot = self._tracker.update(history=() if self.windowed else items)
+        snapshot = self._tracker.update(() if self.windowed else items)
         tokens = {item.key: item.tokens for item in items}
         segments = layout(
             snapshot,
@@ -131,12 +128,12 @@ class TierPlanner:
 class HybridPlanner:
     """Tiers for content that changes, a rolling breakpoint for history that only grows.
 
-    This departs from seed 002 on purpose: there, history graduates to a cached tier only on a
-    ripple or once more than `cache_target_tokens` of it wait in active, so on an eval
-    conversation (append-only history) up to 1,536 tokens of recent turns are sent uncached on
-    every request. Here history is cached as it grows, and the tier manager is kept for content
-    whose parts can change or leave between requests. Strategy (d) (`TierPlanner`) stays the
-    seed's rule. The plan of one request:
+    This departs from the tier design on purpose: there, history graduates to a cached tier
+    only once more than `cache_target_tokens` of it wait in active, so on an eval conversation
+    (append-only history) up to 1,536 tokens of recent turns are sent uncached on every
+    request. Here history is cached as it grows, and the tier tracker is kept for content whose
+    parts can change or leave between requests. `TierPlanner` keeps the design's rule. The plan
+    of one request:
 
     1. L0: the fixed content (tool schemas + system prompt) carries a breakpoint when its tokens
        reach the provider minimum (`config.cache_min_tokens`).
@@ -144,9 +141,9 @@ class HybridPlanner:
        into parts (the context family's observation: stable message blocks, then one volatile
        block), every part but the last is a tracked item, in request order, of a
        `StabilityTracker` (history rules: an item keeps its place, a new or changed item
-       demotes every later one, an item that leaves invalidates its tier; its tokens graduate
-       to L3 past `cache_target_tokens` and ripple up). The cached tiers L1–L3 get a
-       breakpoint at their end, as seed 002 lays them out (`layout`: none below the minimum).
+       demotes every later one, an item that leaves invalidates its tier; the oldest graduate
+       to L3 past `cache_target_tokens`). The cached tier L3 gets a breakpoint at its end, as
+       the tier design lays it out (`layout`: none below the minimum).
     3. Rolling: a breakpoint on the last part that the next request will send again unchanged:
        the end of the tracked parts in case 2 (what follows is volatile), else the request's
        last part when the next request extends this one (the whole history is sent, or the
@@ -211,7 +208,7 @@ class HybridPlanner:
             key = f"history:{digest}:{seen[digest]}"
             items.append(Item(key, text, estimate_tokens(text)))
             position[key] = first + offset
-        snapshot = self._tracker.update(history=items)
+        snapshot = self._tracker.update(items)
         segments = layout(
             snapshot,
             {item.key: item.tokens for item in items},

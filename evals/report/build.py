@@ -46,6 +46,7 @@ from .context_board import ContextBoard, ContextRow
 from .display import display_name, html_text, markdown_cell
 from .episodes import Episode, episode_list_html, serving_episodes, write_pages
 from .ranking import RESAMPLES, Ranking, rank_agents
+from .row import Row
 from .tables import fmt, html_table, ranking_cells, ranking_headers, sort_key
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -178,34 +179,6 @@ def read_results(
                 f"{family} suite v{current} (rerun {command} with it)"
             )
     return results, duplicates
-
-
-@dataclass(frozen=True)
-class Row:
-    scenario: str
-    agent: str
-    episodes: int
-    failed: int
-    reward: tuple[float, float]
-    """(mean, 95% half-width) over ok episodes."""
-    components: dict[str, float]
-    metrics: dict[str, float]
-    gap: float | None
-    """Mean reward of the bound minus this agent's, on the same scenario (None: not run)."""
-    usage: list[float]
-    """Mean memory usage per turn."""
-    normalized: float | None = None
-    """(agent - noop) / (bound - noop) on paired seeds (None: no range, or not run)."""
-    to_bound: tuple[float, float] | None = None
-    """Paired bound - agent, (mean, 95% half-width)."""
-    cost: float | None = None
-    """Mean input dollars per episode from the recorded model usage (`build_report` with
-    prices; None for policies or without prices)."""
-
-    @property
-    def ok(self) -> bool:
-        """At least one episode ran to the end."""
-        return self.episodes > self.failed
 
 
 def scenario_order(name: str) -> tuple[int, str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from kv_cache_env.policies import REFERENCE
 from rubrics import COMPONENTS, DEFAULT_WEIGHTS
@@ -28,10 +28,8 @@ from .context_board import FLOOR as CONTEXT_FLOOR
 from .context_board import TOP as CONTEXT_TOP
 from .display import FIGURE_NAME_CHARS, display_name
 from .ranking import Ranking
+from .row import Row
 from .svg import Series, bar_chart, dot_chart, line_panels
-
-if TYPE_CHECKING:
-    from .build import Row
 
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
 """Okabe-Ito's hues but black (kept for the bound)."""

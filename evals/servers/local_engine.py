@@ -19,7 +19,7 @@ import argparse
 from http import HTTPStatus
 from typing import Any
 
-from kv_cache_env.llm.model_output import one_line
+from model_client.model_output import one_line
 
 from .http_guard import GuardedHandler, GuardedHTTPServer, error_body
 from .local_tool_calls import Engine, chat_completion

@@ -37,11 +37,11 @@ from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
-from kv_cache_env.llm.model_output import one_line
 from kv_cache_env.policies import Policy, SimulatorPolicy, create
 from kv_cache_env.sim import Action, approx_tokens, parse
 from kv_context_env.llm.agent import READER_SYSTEM, context_system_prompt
 from kv_context_env.policies.text_agent import context_text_answer, context_text_calls
+from model_client.model_output import one_line
 
 from ..prompt_cache.provider import BreakpointError, ProviderCache, Unit, content_key
 from ..prompt_cache.tokens import estimate_tokens

@@ -104,7 +104,9 @@ def _trace_replay(path: str, tick) -> dict[str, Any]:  # type: ignore[no-untyped
 
 
 def _env_overhead(tick) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from kv_cache_env.llm.agent_loop import ModelReply, ToolCall, play_episode
+    from kv_cache_env.llm.agent_loop import play_episode
+    from model_client.model_output import ToolCall
+    from model_client.reply import ModelReply
 
     from ..servers.policy_server import tool_calls_for
 

@@ -16,10 +16,10 @@ import typer
 
 from kv_cache_env import policies
 from kv_cache_env.episodes import EpisodeSpec, load_episode_trace
-from kv_cache_env.llm.model_output import one_line
 from kv_cache_env.sim import SCENARIOS, SUITE, SUITE_VERSION, canonical_scenario_name
 from kv_cache_env.suggest import unknown_name
 from kv_cache_env.traces import TraceError
+from model_client.model_output import one_line
 from rubrics import Weights
 
 from ..common.console import (

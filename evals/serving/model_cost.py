@@ -33,9 +33,10 @@ from typing import Any
 
 from rich.table import Table
 
-from kv_cache_env.llm.agent_loop import ChatFn, ModelReply, TokenUsage, play_episode
-from kv_cache_env.llm.model_output import ToolCall
+from kv_cache_env.llm.agent_loop import play_episode
 from kv_cache_env.sim import Simulator
+from model_client.model_output import ToolCall
+from model_client.reply import ChatFn, ModelReply, TokenUsage
 
 from ..common.results import USAGE_FIELDS
 from ..prompt_cache.chat import DEFAULT_MAX_TOKENS as ANTHROPIC_MAX_TOKENS

@@ -10,7 +10,7 @@ the request carries the hybrid planner's breakpoints (`prompt_cache.strategies.H
 `prompt_cache` is off; the minimum cacheable prefix is the model's (`prompt_cache.minimums`).
 
 A response that is not a chat completion is a provider error
-(`kv_cache_env.llm.provider_responses`), retried like a 5xx. An episode whose calls still fail is
+(`model_client.provider_responses`), retried like a 5xx. An episode whose calls still fail is
 recorded as failed, with the error, never dropped; so is one that hits an unexpected exception (a
 bug), with its type and message. The API key is read from the environment variable named by the
 caller and is never written anywhere.
@@ -27,12 +27,13 @@ import anthropic
 import numpy as np
 import openai
 
-from kv_cache_env.llm.agent_loop import ChatFn, play_episode
-from kv_cache_env.llm.model_output import one_line
-from kv_cache_env.llm.openai_chat import openai_chat
-from kv_cache_env.llm.provider_responses import ProviderError
+from kv_cache_env.llm.agent_loop import play_episode
 from kv_cache_env.llm.tools import tool_schemas
 from kv_cache_env.sim import Simulator
+from model_client.model_output import one_line
+from model_client.openai_chat import openai_chat
+from model_client.provider_responses import ProviderError
+from model_client.reply import ChatFn
 
 from ..common.hosted_client import anthropic_client, openai_client
 from ..common.results import episode_result

@@ -13,8 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from model_client.model_output import (
+    ToolCall,
+    arguments_text,
+    clean_text,
+    echo,
+    one_line,
+    parse_arguments,
+)
+
 from ..sim import ACTIONS, AgentTool, Simulator, make_action
-from .model_output import ToolCall, arguments_text, clean_text, echo, one_line, parse_arguments
 
 _SEQ_ID = {
     "type": "string",

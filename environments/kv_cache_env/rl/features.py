@@ -58,7 +58,7 @@ SLOT_FEATURES: tuple[str, ...] = (
     "since_access",  # turns since its KV was last read / turns per episode
     "paused_for",  # steps paused so far / 15
     "expected_left",  # expected steps until it returns, from the signal table, / 15
-    "eviction_score",  # seed 003 eviction value discounted by priority and progress, in [0, 1]
+    "eviction_score",  # the original design's eviction value by priority and progress, 0..1
     "swap_fits",  # on the GPU and its private blocks fit in the free CPU blocks
     "moving",  # blocks still crossing the host link for it / GPU capacity
     "budget",  # its current call's max_tokens / 4096

@@ -54,7 +54,7 @@ class Scenario:
     name: str
     # --- episode -----------------------------------------------------------------------------
     steps: int = 15
-    """Agent turns per episode (seed 003 default). One turn = one engine step."""
+    """Agent turns per episode (the original design's default). One turn = one engine step."""
     warmup_steps: int = 10
     """Engine-only steps run before the first turn, so the agent meets a server in steady state.
     Nothing that happens in them is scored."""
@@ -71,7 +71,7 @@ class Scenario:
     and a trace replay stays 32x cheaper)."""
     budget_fraction: tuple[float, float] = (0.9, 1.0)
     """GPU capacity as a fraction of the peak blocks an unconstrained engine needs over the same
-    episode, drawn uniformly per episode (seed 003's tiers)."""
+    episode, drawn uniformly per episode (the original design's tiers)."""
     cpu_capacity_fraction: float = 0.5
     """CPU swap space in blocks, as a fraction of GPU capacity."""
     # --- arrivals ----------------------------------------------------------------------------
@@ -124,7 +124,7 @@ class Scenario:
     """Prefill token budget per second shared by all prefilling sequences, first admitted first
     (vLLM's max_num_batched_tokens)."""
     max_wait_steps: int = 5
-    """A waiting request that has waited more than this many steps fails (seed 003)."""
+    """A waiting request that has waited more than this many steps fails (the original design)."""
     fallback: FallbackPolicy = "vllm"
     """Engine's own preemption when growth does not fit: `vllm` preempts the newest running
     sequence; `trtllm` prioritized LRU (retention system 100, rest 35; least recent, then
@@ -149,7 +149,7 @@ class Scenario:
     chains, where an early error compounds, suffer most; throw-away sub-agent output least."""
     # --- swap --------------------------------------------------------------------------------
     swap_overhead_s: float = 0.1
-    """Fixed latency per swap-in (the low end of seed 003's 0.1-0.3)."""
+    """Fixed latency per swap-in (the low end of the original design's 0.1-0.3)."""
     bytes_per_token: int = 131072
     """fp16 KV bytes per token: Llama-3-8B = 32 layers x 8 KV heads x 128 dims x 2 (K, V) x 2 B."""
     pcie_bytes_per_s: float = 25e9
@@ -249,7 +249,7 @@ EASY = Scenario(name="easy")
 # and SGLang fp8 KV: near-lossless and the common throughput setting on Hopper GPUs), shown here
 # as int8: compression has one level left, int4, which costs several points on long-context
 # retrieval and long reasoning (KIVI, arXiv 2402.02750; KVQuant, arXiv 2401.18079): 15% for a
-# sensitivity-1 sequence (the seed's range runs 2-10%; with fp16 deployments, compressing
+# sensitivity-1 sequence (the original design's range runs 2-10%; with fp16 deployments, compressing
 # everything to int4 wins every regime, as the v1 audit showed).
 _FP8 = {"base_quantization": Quantization.INT8, "quantization_loss": (0.0, 0.15)}
 _SESSIONS = (
@@ -301,8 +301,8 @@ HARD = Scenario(
         (BlockType.EPHEMERAL, 0.20),
     ),
     # hard's sessions pause longer and more often, and it declares TensorRT-LLM's fallback
-    # (prioritized LRU among running sequences, seed 000), so that what the engine cannot see
-    # - idle paused KV - is the agent's to manage.
+    # (prioritized LRU among running sequences, the TensorRT-LLM design), so that what the engine
+    # cannot see - idle paused KV - is the agent's to manage.
     session_probability=(
         (BlockType.SYSTEM, 0.9),
         (BlockType.CONTEXT, 0.9),

@@ -1,7 +1,8 @@
-"""A request's mutable state while the engine serves it: seed 003's `CacheEntry`, and more.
+"""A request's mutable state while the engine serves it: the original design's `CacheEntry`, and
+more.
 
-Every `CacheEntry` field of seed 003 is here (stored, or derived as a property so it can never
-disagree with the state it describes) but `hotness`, an exponential average of "accessed this
+Every `CacheEntry` field of the original design is here (stored, or derived as a property so it can
+never disagree with the state it describes) but `hotness`, an exponential average of "accessed this
 step": nothing read it (the observation shows `last_access`; policies, features and the rubric
 never used it), and keeping it cost an update of every running and paused sequence every step.
 Fields marked "engine" should only be changed by the engine: what it holds on the GPU
@@ -179,7 +180,7 @@ class Sequence:
         new.total_output = self.total_output
         return new
 
-    # --- seed-003 CacheEntry fields derived from the request and the state -------------------
+    # --- the original design's CacheEntry fields, derived from the request and the state -----
     @property
     def seq_id(self) -> str:
         return self.request.seq_id
@@ -265,8 +266,8 @@ class Sequence:
     # --- accounting helpers ------------------------------------------------------------------
     @property
     def progress(self) -> float:
-        """Generated / target output tokens over all calls (seed 003's "progress" in risky
-        eviction)."""
+        """Generated / target output tokens over all calls (the original design's "progress" in
+        risky eviction)."""
         return self.generated / self.total_output
 
     @property

@@ -16,10 +16,10 @@ runs an unconstrained reference engine over the same schedule (its peak sets the
 output is the throughput ceiling), then plays the warm-up steps. The same scenario, seed and
 actions give a bit-identical episode. Pure: no I/O, no wall clock.
 
-The last agent turn is followed by a **drain** (a departure from seed 003, which just stops):
-agent-free engine steps with no new arrivals and no new pauses, in which paused sessions return
-on schedule (offloaded ones load their KV back, discarded ones recompute), until every request
-has completed or failed by its own deadline (a queue timeout, a resumed call's first-token
+The last agent turn is followed by a **drain** (a departure from the original design, which just
+stops): agent-free engine steps with no new arrivals and no new pauses, in which paused sessions
+return on schedule (offloaded ones load their KV back, discarded ones recompute), until every
+request has completed or failed by its own deadline (a queue timeout, a resumed call's first-token
 deadline): nothing fails because the episode ended. `scenario.drain_cap` is a safety cap only
 (no suite episode reaches it; a record that does says so). The drain makes the consequences of
 the last turns count: a last-turn dump of the cache pays for itself in the drain. The reference

@@ -1,7 +1,8 @@
 """Vocabulary of the simulator: block types, quantization levels, phases and their constants.
 
 Everything here is a plain value shared by the engine, the observation and the rubric. The
-eviction values and retention priorities are the seed-003 and seed-000 constants.
+eviction values and retention priorities are the original design's and the TensorRT-LLM
+design's constants.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ class BlockType(StrEnum):
     EPHEMERAL = "ephemeral"
 
 
-# Seed 003: 0.0 = highest reuse (never evict) ... 1.0 = zero reuse (safe to evict).
+# The original design: 0.0 = highest reuse (never evict) ... 1.0 = zero reuse (safe to evict).
 EVICTION_VALUE: dict[BlockType, float] = {
     BlockType.SYSTEM: 0.0,
     BlockType.CONTEXT: 0.25,
@@ -28,7 +29,7 @@ EVICTION_VALUE: dict[BlockType, float] = {
     BlockType.EPHEMERAL: 1.0,
 }
 
-# Seed 000 / TensorRT-LLM KvCacheRetentionConfig: system 100 (protected), everything else 35.
+# The TensorRT-LLM design's KvCacheRetentionConfig: system 100 (protected), everything else 35.
 RETENTION_PRIORITY: dict[BlockType, int] = {
     BlockType.SYSTEM: 100,
     BlockType.CONTEXT: 35,
@@ -52,7 +53,8 @@ class Quantization(StrEnum):
 
     @property
     def multiplier(self) -> float:
-        """Fraction of the fp16 space this level needs (seed 003's quantization_multiplier)."""
+        """Fraction of the fp16 space this level needs (the original design's
+        quantization_multiplier)."""
         return 1.0 / _PACKING[self]
 
     @property
@@ -66,8 +68,8 @@ _NEXT = {Quantization.FP16: Quantization.INT8, Quantization.INT8: Quantization.I
 
 
 class Phase(StrEnum):
-    """Seed-003 PhaseType of a sequence holding KV. A paused session (between two calls, on the
-    GPU or offloaded to CPU) is idle."""
+    """The original design's PhaseType of a sequence holding KV. A paused session (between two
+    calls, on the GPU or offloaded to CPU) is idle."""
 
     PREFILL = "prefill"
     DECODE = "decode"

@@ -48,7 +48,7 @@ class Request:
     output_tokens: int
     """Tokens to generate before the request completes (>= 1)."""
     decode_rate: int
-    """Tokens generated per step while decoding (seed 003's token_gen_rate)."""
+    """Tokens generated per step while decoding (the original design's token_gen_rate)."""
     prefix_hashes: tuple[int, ...] = ()
     """Content hashes of the prompt's leading shareable blocks, in order (a hash chain)."""
     shared_prefix_id: str | None = None

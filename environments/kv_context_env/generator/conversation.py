@@ -34,9 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kv_context_env.tokenizer import count_tokens, tokenize
-from kv_context_env.types import (
-    BLOCK_SIZE,
+from kv_context_env.tokenizer import count_tokens
+from kv_context_env.vocabulary import (
     Conversation,
     FactSpan,
     Kind,
@@ -47,6 +46,7 @@ from kv_context_env.types import (
     Statement,
 )
 
+from .blocks import statement_blocks, total_blocks
 from .levels import LEVELS, LevelSpec
 from .lexicon import Lexicon, lexicon
 from .load import live_load
@@ -78,33 +78,6 @@ TOOL_REQUESTS = {
     "search": "Can you search for that?",
     "logs": "Can you check the sync log?",
 }
-
-
-def total_blocks(conversation: Conversation, block_size: int = BLOCK_SIZE) -> int:
-    """Blocks the whole conversation fills (absolute coordinates: messages back to back)."""
-    tokens = sum(m.n_tokens for m in conversation.messages)
-    return -(-tokens // block_size)
-
-
-def span_blocks(conversation: Conversation, span: FactSpan, block_size: int = BLOCK_SIZE) -> range:
-    """Blocks (absolute coordinates, no recall) holding the characters of `span`."""
-    start = sum(m.n_tokens for m in conversation.messages[: span.message_index])
-    text = conversation.messages[span.message_index].text
-    first = len(tokenize(text[: span.start]))
-    last = max(first, len(tokenize(text[: span.end])) - 1)
-    return range((start + first) // block_size, (start + last) // block_size + 1)
-
-
-def statement_blocks(
-    conversation: Conversation,
-    spans: Sequence[FactSpan] | None = None,
-    block_size: int = BLOCK_SIZE,
-) -> int:
-    """Distinct blocks that hold `spans` (default: every statement)."""
-    blocks: set[int] = set()
-    for span in conversation.statements if spans is None else spans:
-        blocks.update(span_blocks(conversation, span, block_size))
-    return len(blocks)
 
 
 def turns(conversation: Conversation) -> list[tuple[int, int]]:

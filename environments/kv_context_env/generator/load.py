@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kv_context_env.tokenizer import count_tokens
-from kv_context_env.types import BLOCK_SIZE, Conversation, FactSpan
+from kv_context_env.vocabulary import BLOCK_SIZE, Conversation, FactSpan
 
+from .blocks import span_blocks
 from .levels import LEVELS
 
 
@@ -26,8 +27,6 @@ class LiveLoad:
 
 
 def live_load(conversation: Conversation) -> LiveLoad:
-    from .conversation import span_blocks  # the generator imports this module
-
     budget = LEVELS[conversation.level].max_blocks
     last: dict[tuple[int, int, int], int] = {}
     for q in conversation.questions:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kv_cache_env.llm.agent_loop import ChatFn, TokenUsage, ToolCall, Transcript, assistant_message
-from kv_cache_env.llm.model_output import arguments_text, echo, one_line, parse_arguments
 from kv_context_env.sim.episode import ActionError, ContextEpisode, ContextObservation
+from model_client.model_output import ToolCall, arguments_text, echo, one_line, parse_arguments
+from model_client.reply import ChatFn, TokenUsage, Transcript, assistant_message
 
 Message = dict[str, Any]
 AsyncReader = Callable[[str, str], Awaitable[str]]
@@ -161,7 +161,7 @@ def observation_message(obs: ContextObservation) -> Message:
 def call_context_tool(episode: ContextEpisode, call: ToolCall) -> str:
     """Apply one tool call; every error comes back as one line of text, counts as an invalid
     action and changes nothing. Never raises on model input (see
-    `kv_cache_env.llm.model_output`)."""
+    `model_client.model_output`)."""
     if call.problem is not None:
         for _ in range(call.invalid_count):
             episode.count_invalid()

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kv_cache_env.llm.provider_responses import ProviderError, openai_reply, with_retries
 from kv_context_env.sim.episode import ContextEpisode
+from model_client.provider_responses import ProviderError, openai_reply, with_retries
 
 from .agent import reader_messages
 

@@ -18,7 +18,7 @@ from functools import cache
 from kv_context_env.generator.lexicon import lexicon
 from kv_context_env.readers.extractive import question_parts, split_sentences, value_patterns
 from kv_context_env.sim.episode import ContextEpisode
-from kv_context_env.types import Conversation
+from kv_context_env.vocabulary import Conversation
 
 from .baselines import ContextPolicy
 from .keeping import evict_except, fill, locate, span_blocks

@@ -21,7 +21,7 @@ import numpy as np
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.readers.extractive import value_patterns
 from kv_context_env.sim.episode import ContextEpisode
-from kv_context_env.types import Conversation
+from kv_context_env.vocabulary import Conversation
 
 from .baselines import ContextPolicy
 from .keeping import evict_except, fill, recall_on_demand, span_blocks

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from kv_context_env.generator.levels import LEVELS, LevelSpec
 from kv_context_env.readers.extractive import split_sentences
 from kv_context_env.sim.episode import ContextEpisode
-from kv_context_env.types import Message
+from kv_context_env.vocabulary import Message
 
 from .extraction import Key, parse_message
 from .signal_reader import PENDING_TURNS, SignalReader, Subject, named_properties, owner_words

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from kv_context_env.generator.lexicon import lexicon
 from kv_context_env.readers.extractive import question_parts, split_sentences
 from kv_context_env.sim.episode import ContextEpisode, recall_latency_s
-from kv_context_env.types import Message
+from kv_context_env.vocabulary import Message
 from rubrics.context import RECALL_SLO_S
 
 from .baselines import ContextPolicy

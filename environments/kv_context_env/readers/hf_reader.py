@@ -1,6 +1,6 @@
 """Reader (b) of the conversation-context family: a local Hugging Face causal LM that answers a
-question over the FULL history, with evicted blocks hidden by the attention mask (seed 001,
-"true attention masking").
+question over the FULL history, with evicted blocks hidden by the attention mask (the masking
+design, "true attention masking").
 
 Nothing is deleted physically. Every history token stays in `input_ids`; a token of an evicted
 block gets attention-mask 0, so no later query can attend to it, which is mathematically the same
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kv_context_env.types import BLOCK_SIZE
+from kv_context_env.vocabulary import BLOCK_SIZE
 
 INSTALL_HINT = (
     "the Hugging Face reader needs transformers and torch: uv sync --extra hf, then "
@@ -69,7 +69,7 @@ def block_attention_mask(
     n_question: int,
     block_size: int = BLOCK_SIZE,
 ) -> list[int]:
-    """Per-token attention mask over history + question (seed 001, step 2).
+    """Per-token attention mask over history + question (the masking design, step 2).
 
     History token `t` gets `keep_blocks[t // block_size]` (block `k` covers tokens
     `[k*B, k*B + B - 1]`; the last block may be partial), every question token gets 1.
@@ -338,7 +338,8 @@ class HfReader:
 
     def active_blocks(self, pieces: Sequence[tuple[str, bool]]) -> int:
         """Model-token blocks of the history (blocks of `block_size` model tokens) holding at
-        least one visible token: seed 001's "Active Blocks", counted in the model's tokens."""
+        least one visible token: the masking design's "Active Blocks", counted in the model's
+        tokens."""
         text, visible_chars = char_visibility(pieces)
         history = self.tokenizer(text, return_offsets_mapping=True, add_special_tokens=True)
         visible = token_visibility(history["offset_mapping"], visible_chars)

@@ -1,5 +1,5 @@
-"""The turn archive (seed 000's RAG store): complete user→assistant turns that left the KV
-cache, kept in SQLite with an FTS5 index so `recall` can bring one back by its words.
+"""The turn archive (the TensorRT-LLM design's RAG store): complete user→assistant turns that left
+the KV cache, kept in SQLite with an FTS5 index so `recall` can bring one back by its words.
 
 Storage contract:
 - WAL journal with `synchronous=NORMAL`. WAL never corrupts on a crash, and a committed turn
@@ -11,8 +11,8 @@ Storage contract:
   index kept in sync by triggers in the same transaction) are committed together or not at all.
 - `UNIQUE(episode, user_index)`: archiving the same turn again is a no-op that returns False.
 
-A column beyond seed 000's turn row: `tool_text`, the turn's tool outputs (indexed for recall
-like the user and assistant text: a fact read from a file is found again).
+A column beyond the TensorRT-LLM design's turn row: `tool_text`, the turn's tool outputs (indexed
+for recall like the user and assistant text: a fact read from a file is found again).
 
 Storage failures: a full disk, an I/O error or a file that cannot be opened raises
 `ArchiveWriteError` (an OSError naming the file and the reason: "database or disk is full"),
@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
-from kv_context_env.types import ArchivedTurn
+from kv_context_env.vocabulary import ArchivedTurn
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (

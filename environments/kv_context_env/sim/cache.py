@@ -1,6 +1,6 @@
-"""The KV block cache of one long conversation (seed 001's absolute coordinates, seed 000's
-TensorRT-LLM retention priorities): which blocks are still active, and the engine's
-prioritized-LRU fallback when more than `max_blocks` are active (an OOM event).
+"""The KV block cache of one long conversation (the masking design's absolute coordinates, the
+TensorRT-LLM design's retention priorities): which blocks are still active, and the
+engine's prioritized-LRU fallback when more than `max_blocks` are active (an OOM event).
 
 Coordinates: messages are appended in order without gaps, so message `i` occupies tokens
 `[start_i, start_i + n_tokens_i)` and `start_{i+1} = start_i + n_tokens_i`. Block `k` covers
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from kv_context_env.types import (
+from kv_context_env.vocabulary import (
     BLOCK_SIZE,
     DEFAULT_PRIORITY,
     SYSTEM_PRIORITY,
@@ -67,11 +67,11 @@ class BlockCache:
         if block_size < 1:
             raise ValueError(f"block_size must be at least 1, got {block_size}")
         self.max_blocks = max_blocks
-        """Active blocks the engine allows before it evicts (seed 001's MAX_BLOCKS)."""
+        """Active blocks the engine allows before it evicts (the masking design's MAX_BLOCKS)."""
         self.block_size = block_size
         self._messages: list[Message] = []
         self._starts: list[int] = []
-        """First token of each message (seed 000's `message_token_positions_`)."""
+        """First token of each message (the TensorRT-LLM design's `message_token_positions_`)."""
         self._n_tokens = 0
         """Tokens appended so far; the next message starts here."""
         # Per block, indexed by absolute block index; only `append` grows them.
@@ -174,7 +174,7 @@ class BlockCache:
 
     @property
     def active_blocks(self) -> int:
-        """Blocks currently active (seed 001's Active Blocks = sum(block_mask_status))."""
+        """Blocks currently active (the masking design's Active Blocks = sum(block_mask_status))."""
         return self._n_active
 
     @property

@@ -35,7 +35,7 @@ from typing import Literal
 
 from kv_context_env.generator.conversation import LEVELS
 from kv_context_env.tokenizer import count_tokens, tokenize
-from kv_context_env.types import (
+from kv_context_env.vocabulary import (
     BLOCK_SIZE,
     BlocksRemoved,
     Conversation,
@@ -60,8 +60,8 @@ over a hard episode's archive); the longest sentence of a generated conversation
 characters and its longest message ~1,450, so every query a baseline builds fits."""
 RECALL_SEARCH_S = 0.1
 """Fixed latency of one archive search, found or not: an access outside the GPU's KV-cache
-(seed 003: "each CPU access adds 0.1-0.3 latency"; the low end, as the serving simulator's
-`swap_overhead_s`)."""
+(the original design: "each CPU access adds 0.1-0.3 latency"; the low end, as the serving
+simulator's `swap_overhead_s`)."""
 RECALL_PREFILL_TOKENS_PER_S = 4096
 """Rate at which recalled tokens are prefilled back into the cache: a 70B-class model on one
 node (the serving suite's `slow-prefill` scenario, vLLM's chunked-prefill token budget)."""

@@ -1,6 +1,6 @@
 """Answer scoring for the conversation-context family: ROUGE-L F-measure of a reader's answer
-against a question's answer key (seed 001's reward signal: evict the wrong block, the reader
-misses the fact, ROUGE-L drops).
+against a question's answer key (the masking design's reward signal: evict the wrong block, the
+reader misses the fact, ROUGE-L drops).
 
 Pure functions over strings; the `rouge_score` scorer (lower-cased, alphanumeric tokens, Porter
 stemming) is built once per process and reused, on the first score: importing `rouge_score`

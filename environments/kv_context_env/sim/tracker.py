@@ -1,14 +1,14 @@
-"""Seed 000's context manager: which messages the KV cache still holds, and what is archived
-when blocks leave it.
+"""The TensorRT-LLM design's context manager: which messages the KV cache still holds, and what is
+archived when blocks leave it.
 
 The tracker hears two things: `on_appended(message)` for each message in conversation order,
-and `on_removed(event)` for each `BlocksRemoved` event of the block cache. It keeps seed 000's
-cumulative token positions (`message_token_positions_`) and a deque of the messages in context.
-It maps each event to exactly the messages it covers through absolute block coordinates (block
-`k` = tokens `[k*B, k*B + B - 1]`). Seed 000 instead counts tokens from the oldest message,
-which is exact only for oldest-first eviction. A message leaves the deque when any of its
-tokens is evicted: seed 000 removes messages 1..X even when X is only partly covered. So after
-every event the deque is exactly `BlockCache.resident_messages()`.
+and `on_removed(event)` for each `BlocksRemoved` event of the block cache. It keeps the TensorRT-LLM
+design's cumulative token positions (`message_token_positions_`) and a deque of the messages in
+context. It maps each event to exactly the messages it covers through absolute block coordinates
+(block `k` = tokens `[k*B, k*B + B - 1]`). The TensorRT-LLM design instead counts tokens from the
+oldest message, which is exact only for oldest-first eviction. A message leaves the deque when any
+of its tokens is evicted: the TensorRT-LLM design removes messages 1..X even when X is only partly
+covered. So after every event the deque is exactly `BlockCache.resident_messages()`.
 
 Turns (the pairing rule): a user message (role "user", kind not "recalled") is answered by the
 first later assistant message that is not a reasoning span or a recalled turn, unless another
@@ -22,14 +22,14 @@ logged, but no completable turn is lost.
 Archival phases, run in this order on every event. E is the set of messages that leave the
 deque in this event.
 1. Orphan: if the open user question's assistant has arrived, archive the turn and clear the
-   slot. Seed 000 does this only when the assistant is in E. Here the assistant may also still
-   be resident, which is phase 3's rule applied to an orphan. `flush` does the same at episode
-   end, when no further event may come.
+   slot. The TensorRT-LLM design does this only when the assistant is in E. Here the assistant may
+   also still be resident, which is phase 3's rule applied to an orphan. `flush` does the same at
+   episode end, when no further event may come.
 2. Both evicted: user and assistant in E.
 3. Boundary: user in E, assistant still resident.
 4. Open question: a user in E whose assistant has not arrived yet becomes the open user
-   question (one slot; an occupied slot is overwritten, as in seed 000). A superseded user
-   can never be answered, so it is dropped, not stored.
+   question (one slot; an occupied slot is overwritten, as in the TensorRT-LLM design). A superseded
+   user can never be answered, so it is dropped, not stored.
 Generalised (an agent can evict any block, not only the oldest): an assistant in E whose user
 is still resident is archived now too. Otherwise the turn would be lost when the user goes
 later, since the assistant would no longer be there to pair with.
@@ -52,12 +52,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from kv_context_env.types import BLOCK_SIZE, ArchivedTurn, BlocksRemoved, Message
+from kv_context_env.vocabulary import BLOCK_SIZE, ArchivedTurn, BlocksRemoved, Message
 
 log = logging.getLogger(__name__)
 
 Phase = Literal["orphan", "both_evicted", "boundary", "assistant_evicted"]
-"""Why a turn was archived: phases 1, 2, 3 of seed 000, and the generalised assistant case."""
+"""Why a turn was archived: phases 1, 2, 3 of the TensorRT-LLM design, and the generalised assistant
+case."""
 
 
 class TurnSink(Protocol):
@@ -97,7 +98,8 @@ class ContextTracker:
         self.sink = archive
         """Receives each archived turn; None keeps them only in `archivals`."""
         self.message_token_positions_: list[int] = []
-        """Tokens before each message (seed 000's name): message i starts at this token."""
+        """Tokens before each message (the TensorRT-LLM design's name): message i starts at this
+        token."""
         self._messages: list[Message] = []
         self._n_tokens = 0
         self._context: deque[int] = deque()
@@ -112,7 +114,8 @@ class ContextTracker:
         self._awaiting: int | None = None
         """The latest turn user with no answer yet: the only one that can still be answered."""
         self.open_user_question: Message | None = None
-        """Seed 000's `open_user_question_`: an evicted user still waiting for its answer."""
+        """The TensorRT-LLM design's `open_user_question_`: an evicted user still waiting for its
+        answer."""
         self.orphan_overwrites = 0
         """Times phase 4 overwrote an occupied open-question slot."""
         self.archivals: list[Archival] = []
@@ -260,7 +263,8 @@ class ContextTracker:
 
     @property
     def context(self) -> list[Message]:
-        """The messages the cache fully holds, in conversation order (seed 000's deque)."""
+        """The messages the cache fully holds, in conversation order (the TensorRT-LLM design's
+        deque)."""
         return [self._messages[i] for i in self._context]
 
     def context_indices(self) -> list[int]:

@@ -15,8 +15,8 @@ fact's template could take, distractors' and stale values included):
 
 Scores: correct 1, abstain 0, wrong -0.25. "I don't know" beats a wrong value, and an answer
 that rephrases the question without reading anything is worth exactly as much as "I don't
-know": nothing. This departs from seed 001, which scores the answer by ROUGE-L alone; ROUGE-L
-stays as a metric (`person_normalised`).
+know": nothing. This departs from the masking design, which scores the answer by ROUGE-L alone;
+ROUGE-L stays as a metric (`person_normalised`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The shared vocabulary of the conversation-context family (seeds 000 + 001): messages of one
-long chat, the planted questions that test what the cache still holds, and the events the
-block cache emits. Plain frozen data; every module of `kv_context_env` speaks it.
+"""The shared vocabulary of the conversation-context family (the TensorRT-LLM and masking designs):
+messages of one long chat, the planted questions that test what the cache still holds, and the
+events the block cache emits. Plain frozen data; every module of `kv_context_env` speaks it.
 
-Coordinates are absolute (seed 001): token 0 is the first token of the system message, every
-later message's tokens follow without gaps, and block `k` covers tokens `[k*B, k*B + B - 1]`
+Coordinates are absolute (the masking design): token 0 is the first token of the system message,
+every later message's tokens follow without gaps, and block `k` covers tokens `[k*B, k*B + B - 1]`
 for the block size `B` (16 by default). Nothing is ever renumbered: an evicted block keeps its
 index, and a recalled turn is appended as new tokens after the current end.
 """
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 BLOCK_SIZE = 16
-"""Tokens per block (seed 001's `BLOCK_SIZE`); configurable per episode."""
+"""Tokens per block (the masking design's `BLOCK_SIZE`); configurable per episode."""
 
 SYSTEM_PRIORITY = 100
-"""TensorRT-LLM retention priority of the system message's blocks (seed 000)."""
+"""TensorRT-LLM retention priority of the system message's blocks (the TensorRT-LLM design)."""
 DEFAULT_PRIORITY = 35
-"""Retention priority of every other block (seed 000's `decodeRetentionPriority`)."""
+"""Retention priority of every other block (the TensorRT-LLM design's `decodeRetentionPriority`)."""
 
 Role = Literal["system", "user", "assistant", "tool"]
 Kind = Literal[
@@ -138,7 +138,7 @@ class BlocksRemoved:
 
 @dataclass(frozen=True, slots=True)
 class ArchivedTurn:
-    """One complete user→assistant turn in the archive (seed 000's RAG store)."""
+    """One complete user→assistant turn in the archive (the TensorRT-LLM design's RAG store)."""
 
     user_index: int
     assistant_index: int

@@ -7,7 +7,7 @@ text parts, an Anthropic `error` object, a body over `MAX_RESPONSE_BYTES` — ra
 `ProviderError` with a one-line reason. `with_retries` retries it like a 5xx (exponential
 back-off, the client's `max_retries`); when the retries run out the caller records the episode
 `failed` with that reason. What the model *said* is never an error here: malformed tool calls
-pass through `kv_cache_env.llm.model_output` and come out as invalid calls the episode answers.
+pass through `model_client.model_output` and come out as invalid calls the episode answers.
 Transport errors (HTTP 429/5xx, timeouts, dropped connections) stay with the SDK's own retries.
 """
 
@@ -19,7 +19,6 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .agent_loop import ModelReply, TokenUsage
 from .model_output import (
     echo,
     kind_of,
@@ -28,6 +27,7 @@ from .model_output import (
     tool_calls_from_anthropic,
     tool_calls_from_openai,
 )
+from .reply import ModelReply, TokenUsage
 
 MAX_RESPONSE_BYTES = 4 << 20
 """The largest response body accepted (4 MiB); a larger one is a provider error."""

@@ -2,7 +2,7 @@
 chat-completions endpoint: a provider, a local server, or verifiers' per-rollout interception).
 
 The SDK sends the request and retries transport failures (429, 5xx, timeouts); the raw body of
-its answer goes through `kv_cache_env.llm.provider_responses.openai_reply`, so a 200 that is not
+its answer goes through `model_client.provider_responses.openai_reply`, so a 200 that is not
 a chat completion is a `ProviderError`, retried the same number of times, never a crash."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
-from .agent_loop import ChatFn, ModelReply
 from .provider_responses import ProviderError, openai_reply, with_retries
+from .reply import ChatFn, ModelReply
 
 EmptyReplyError = ProviderError
 """Kept for callers of the first version: an endpoint that answered without a completion."""
