@@ -88,14 +88,6 @@ def test_readme_and_docs_use_no_internal_words(path: str) -> None:
     assert offences == [], "\n".join(offences)
 
 
-LEFT_TO_THE_POLICIES_REWORK = {
-    "environments/kv_cache_env/policies/__init__.py",
-    "environments/kv_cache_env/policies/heuristics.py",
-}
-"""Sources that still name a design document by its number, each to be reworded with the code
-around it (the policies are being reworked)."""
-
-
 def test_code_comments_and_docstrings_use_no_design_document_numbers() -> None:
     # a reader of the code is a user too: "the original design's weights" says what
     # "seed 003's weights" does not
@@ -107,5 +99,4 @@ def test_code_comments_and_docstrings_use_no_design_document_numbers() -> None:
         for path in (ROOT / top).rglob("*.py")
         if path != Path(__file__).resolve() and numbered.search(path.read_text())
     }
-    assert sorted(found - LEFT_TO_THE_POLICIES_REWORK) == []
-    assert sorted(LEFT_TO_THE_POLICIES_REWORK - found) == []  # a reworded one leaves the list
+    assert sorted(found) == []

@@ -27,6 +27,7 @@ from rubrics import DEFAULT_WEIGHTS, Weights, score
 
 from .base import Policy, SimulatorPolicy, blocks_to_free, decide
 from .heuristics import arrival_order
+from .registry import bound_pool
 
 Macro = Callable[[Observation], list[Action]]
 
@@ -225,8 +226,6 @@ class BoundPolicy(SimulatorPolicy):
     def _make_pool(self) -> list[Policy]:
         factories = self._pool_factories
         if factories is None:
-            from . import bound_pool
-
             factories = bound_pool()
         policies = [make() for make in factories]
         if self.mask is not None:

@@ -1,4 +1,4 @@
-"""The observation-based baselines: engine-only, random, the eviction orders of seed 004 (FIFO,
+"""The observation-based baselines: engine-only, random, the design's eviction orders (FIFO,
 LRU, priority) and TensorRT-LLM (prioritized LRU), compress-first, and the single-action
 strategies used to check that the benchmark rewards judgment, the session rules, and a rule the
 rule grid found."""

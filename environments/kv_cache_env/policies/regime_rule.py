@@ -26,6 +26,7 @@ from kv_cache_env.bounded_read import SMALL_JSON_LIMITS, read_json
 from kv_cache_env.sim import Action, Observation
 
 from .base import Policy
+from .registry import registered
 from .rule_grid import REGIME_WINNERS, grid_rule
 
 PICKS_FILE = Path(__file__).with_name("regime_rules.json")
@@ -35,9 +36,7 @@ NOT_RULES = frozenset({"random", "learned", "bound", "expert", "lookahead", "reg
 
 def candidates() -> dict[str, Callable[[], Policy]]:
     """Every fixed rule it may play, by name (module doc)."""
-    from . import _REGISTRY  # the registry imports this module
-
-    rules = {name: make for name, make in _REGISTRY.items() if name not in NOT_RULES}
+    rules = {name: make for name, make in registered().items() if name not in NOT_RULES}
     for first, second in REGIME_WINNERS:
         make = grid_rule(first, second)
         rules.setdefault(make().name, make)
