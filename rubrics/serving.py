@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from kv_cache_env.sim.record import EpisodeRecord
-from kv_cache_env.sim.types import EVICTION_VALUE, BlockType
+from kv_cache_env.sim.vocabulary import EVICTION_VALUE, BlockType
 
 from .weights import RubricWeights
 

@@ -37,7 +37,8 @@ from .scenario import (
 from .scheduler import Eviction, Scheduler, StepStats
 from .simulator import Reference, Simulator, TurnResult, run_reference
 from .text import approx_tokens, parse, render
-from .types import (
+from .vector import VectorSimulator, VectorStep
+from .vocabulary import (
     EVICTION_VALUE,
     RETENTION_PRIORITY,
     BlockType,
@@ -46,7 +47,6 @@ from .types import (
     Quantization,
     Status,
 )
-from .vector import VectorSimulator, VectorStep
 from .workload import FollowUp, Request, Schedule, schedule_from_requests, synthesize
 
 __all__ = [

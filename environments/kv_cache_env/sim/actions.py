@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
-from .types import Quantization, Status
+from .vocabulary import Quantization, Status
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .types import PauseKind
+from .vocabulary import PauseKind
 
 PACE_SIGMA = 0.5
 """Spread (log) of a session's pace: the same user or task is consistently slow or fast."""

@@ -44,7 +44,7 @@ from .scheduler import Scheduler
 from .sequence import Sequence
 from .simulator import Simulator
 from .text import render
-from .types import Status
+from .vocabulary import Status
 from .workload import FollowUp, Request
 
 Role = Literal["listed", "queued", "unlisted", "unarrived"]

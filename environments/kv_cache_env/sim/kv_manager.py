@@ -24,7 +24,7 @@ from .block_pool import BlockPool
 from .clone_groups import shared_copy
 from .scenario import Scenario
 from .sequence import Sequence
-from .types import Quantization
+from .vocabulary import Quantization
 
 
 class KVCacheManager:

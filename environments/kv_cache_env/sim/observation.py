@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from .catalogue import TREND_STEPS, max_tokens
 from .frozen import slot_constructor
 from .scheduler import Scheduler
-from .types import EVICTION_VALUE, BlockType, PauseKind, Phase, Quantization, Status
+from .vocabulary import EVICTION_VALUE, BlockType, PauseKind, Phase, Quantization, Status
 
 CANDIDATES_SHOWN = 5
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .types import BlockType
+from .vocabulary import BlockType
 
 # Per-turn tuple fields (lists in JSON).
 _SERIES = (

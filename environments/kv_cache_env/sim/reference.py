@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from .admission import prefill_left
 from .scenario import Scenario
-from .types import Quantization
+from .vocabulary import Quantization
 from .workload import FollowUp, Request, Schedule
 
 

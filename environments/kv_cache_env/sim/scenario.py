@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .types import BlockType, PauseKind, Quantization
+from .vocabulary import BlockType, PauseKind, Quantization
 
 FallbackPolicy = Literal["vllm", "trtllm"]
 

@@ -73,7 +73,7 @@ from .kv_manager import KVCacheManager
 from .record import EvictionRecord
 from .scenario import Scenario
 from .sequence import BETWEEN_CALLS, Sequence
-from .types import RETENTION_PRIORITY, BlockType, Quantization, Status
+from .vocabulary import RETENTION_PRIORITY, BlockType, Quantization, Status
 from .workload import Request, Schedule
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .types import BlockType, PauseKind, Phase, Quantization, Status
+from .vocabulary import BlockType, PauseKind, Phase, Quantization, Status
 from .workload import Request
 
 

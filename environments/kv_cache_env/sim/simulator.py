@@ -46,7 +46,7 @@ from .reference import Reference, run_reference
 from .scenario import Scenario
 from .scheduler import Scheduler, StepStats
 from .sequence import Sequence
-from .types import Quantization, Status
+from .vocabulary import Quantization, Status
 from .workload import Request, Schedule, synthesize
 
 UNLIMITED_BLOCKS = 1 << 40

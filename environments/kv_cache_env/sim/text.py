@@ -22,7 +22,7 @@ import re
 
 from .catalogue import TREND_STEPS
 from .observation import Candidate, EntryView, Observation, QueueView
-from .types import BlockType, PauseKind, Phase, Quantization
+from .vocabulary import BlockType, PauseKind, Phase, Quantization
 
 TABLE_HEADER = (
     "seq type phase prio kv tokens rate priv shared frees out max last loc xfer pause paused "

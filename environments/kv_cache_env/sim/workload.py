@@ -16,7 +16,7 @@ import numpy as np
 from . import catalogue
 from .frozen import slot_constructor
 from .scenario import Scenario
-from .types import BlockType, PauseKind
+from .vocabulary import BlockType, PauseKind
 
 # Prefix block hashes of synthetic prefix k are PREFIX_HASH_BASE * (k + 1) + i, i = block index.
 PREFIX_HASH_BASE = 1_000_000
