@@ -35,7 +35,7 @@ from .scenario import (
     canonical_scenario_name,
     get_scenario,
 )
-from .simulator import Reference, Simulator, TurnResult, run_reference
+from .simulator import EpisodeDraws, Reference, Simulator, TurnResult, draw_episode, run_reference
 from .text import approx_tokens, parse, render
 from .types import (
     EVICTION_VALUE,
@@ -69,6 +69,7 @@ __all__ = [
     "CpuRoom",
     "Engine",
     "EntryView",
+    "EpisodeDraws",
     "EpisodeRecord",
     "Eviction",
     "EvictionRecord",
@@ -95,6 +96,7 @@ __all__ = [
     "approx_tokens",
     "canonical_scenario_name",
     "compress",
+    "draw_episode",
     "evict",
     "get_scenario",
     "make_action",
