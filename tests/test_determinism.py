@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kv_cache_env.sim import Simulator, get_scenario, make_action
+from kv_cache_env.sim import Simulator, draw_episode, get_scenario, make_action
 
 
 def _random_actions(sim: Simulator, rng: np.random.Generator):
@@ -69,3 +69,22 @@ def test_the_global_numpy_random_state_is_never_used():
     np.random.seed(123)
     Simulator(get_scenario("hard"), 9)
     assert np.random.random() == expected
+
+
+def test_an_episode_drawn_once_plays_as_one_drawn_at_reset():
+    # an eval draws each episode once for all its policies (`evals.serving.runner`)
+    sc = get_scenario("hard")
+    draws = draw_episode(sc, 3)
+    fresh, shared = Simulator(sc, 3), Simulator(sc, 3, draws=draws)
+    assert shared.schedule is draws.schedule and shared.capacity == fresh.capacity
+    rng_one, rng_two = np.random.default_rng(0), np.random.default_rng(0)
+    while not fresh.done:
+        fresh.play_turn(_random_actions(fresh, rng_one))
+        shared.play_turn(_random_actions(shared, rng_two))
+    assert fresh.record().to_dict() == shared.record().to_dict()
+    with pytest.raises(ValueError, match="seed 3"):
+        Simulator(sc, 4, draws=draws)
+    with pytest.raises(ValueError, match="seed 3"):
+        Simulator(get_scenario("medium"), 3, draws=draws)
+    with pytest.raises(ValueError, match="not both"):
+        Simulator(sc, 3, schedule=draws.schedule, draws=draws)

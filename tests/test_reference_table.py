@@ -263,3 +263,36 @@ def test_the_report_fills_in_the_bound_only_for_runs_under_the_default_weights(
     ]
     assert [(r["agent"], r["seed"]) for r in filled["custom"]] == [("noop", 0), ("noop", 1)]
     assert filled["custom"][0]["weights"]["latency_penalty"] == 0.5
+
+
+def test_the_table_reads_each_record_as_written_and_refuses_other_lines(small_table, tmp_path):
+    """`load` keys the lines without parsing their records (parsed when read): every record
+    equals the line's own, and a line not in `write`'s form makes the table unreadable."""
+    import gzip
+
+    path = tmp_path / "reference.jsonl.gz"
+    entries = [(a, s, seed, small_table.records[a, s, seed]) for a, s, seed in HELD]
+    reference_table.write(path, entries)
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    parsed = {
+        (e["agent"], e["scenario"], e["seed"]): e["record"] for e in map(json.loads, lines[1:])
+    }
+    table = reference_table.load(path)
+    assert table is not None and list(table.records) == list(parsed) == HELD
+    assert all(table.records[key] == parsed[key] for key in HELD)
+    path.write_bytes(gzip.compress(("\n".join([*lines, '{"agent":"noop"}']) + "\n").encode()))
+    assert reference_table.load(path) is None
+
+
+def test_the_digest_read_from_a_current_table_is_the_computed_one(monkeypatch):
+    """`source_digest` takes the shipped table's digest where its raw digest is this code's."""
+    table = reference_table.shipped()
+    if table is None or table.raw != reference_table.raw_digest():
+        pytest.skip("the shipped table is not this code's")
+    computed = reference_table.source_digest
+    monkeypatch.setattr(reference_table, "shipped", lambda: None)
+    computed.cache_clear()
+    try:
+        assert computed() == table.digest
+    finally:
+        computed.cache_clear()

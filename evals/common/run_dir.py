@@ -107,8 +107,10 @@ class RunDir:
             except FileReadError as error:
                 raise InputError(f"--resume: {error}") from None
         self._results: dict[Key, dict[str, Any]] = dict(self.kept)
+        self._lines: dict[Key, str] = {key: dumps(r) for key, r in self.kept.items()}
+        """Each result's line as written (`finish` writes them again, in order)."""
         # the kept lines replace the file whole (a cut-off last line and failed episodes go)
-        write_atomic(self.results_path, "".join(dumps(r) + "\n" for r in self.kept.values()))
+        write_atomic(self.results_path, "".join(line + "\n" for line in self._lines.values()))
         self._log = LineLog(self.results_path)
 
     def done(self, key: Key) -> bool:
@@ -134,7 +136,9 @@ class RunDir:
             line = dumps(result)
         with interrupts_deferred():  # the line and its record together, or neither
             self._log.append(line)
-            self._results[result_key(result)] = result
+            key = result_key(result)
+            self._results[key] = result
+            self._lines[key] = line
 
     def write_transcript(self, result: dict[str, Any], transcript: dict[str, Any]) -> Path:
         refuse_links(self.path, ("transcripts",))
@@ -154,9 +158,9 @@ class RunDir:
         """Rewrite the file in job order (whole, by rename); returns the results in that order."""
         self._log.close()
         rank = {key: i for i, key in enumerate(order)}
-        ordered = sorted(self._results.values(), key=lambda r: rank.get(result_key(r), len(rank)))
-        write_atomic(self.results_path, "".join(dumps(r) + "\n" for r in ordered))
-        return ordered
+        keys = sorted(self._results, key=lambda key: rank.get(key, len(rank)))
+        write_atomic(self.results_path, "".join(self._lines[key] + "\n" for key in keys))
+        return [self._results[key] for key in keys]
 
     def close(self) -> None:
         self._log.close()

@@ -35,7 +35,14 @@ from .scenario import (
     get_scenario,
 )
 from .scheduler import Eviction, Scheduler, StepStats
-from .simulator import Reference, Simulator, TurnResult, run_reference
+from .simulator import (
+    EpisodeDraws,
+    Reference,
+    Simulator,
+    TurnResult,
+    draw_episode,
+    run_reference,
+)
 from .text import approx_tokens, parse, render
 from .vector import VectorSimulator, VectorStep
 from .vocabulary import (
@@ -68,6 +75,7 @@ __all__ = [
     "Candidate",
     "CpuRoom",
     "EntryView",
+    "EpisodeDraws",
     "EpisodeRecord",
     "Eviction",
     "EvictionRecord",
@@ -95,6 +103,7 @@ __all__ = [
     "approx_tokens",
     "canonical_scenario_name",
     "compress",
+    "draw_episode",
     "evict",
     "get_scenario",
     "make_action",

@@ -93,6 +93,31 @@ def run_drain(engine: Scheduler) -> tuple[list[StepStats], int]:
 
 
 @dataclass(frozen=True, slots=True)
+class EpisodeDraws:
+    """What a reset draws for (scenario, seed) with synthetic arrivals, before its first engine
+    step: all immutable and a function of the two alone. Callers that play several agents on one
+    episode (an eval's policies) draw it once and hand it to each `Simulator(..., draws=...)`."""
+
+    scenario: Scenario
+    seed: int
+    schedule: Schedule
+    reference: Reference
+    """The unconstrained reference run over `schedule` (`run_reference`)."""
+    budget_fraction: float
+    """The memory budget as a fraction of the reference's peak, drawn from the scenario's
+    range."""
+
+
+def draw_episode(scenario: Scenario, seed: int) -> EpisodeDraws:
+    """The reset's draws, in their order on `numpy.random.default_rng(seed)`: the schedule,
+    then the budget fraction (module docstring)."""
+    rng = np.random.default_rng(seed)
+    schedule = synthesize(scenario, rng)
+    fraction = float(rng.uniform(*scenario.budget_fraction))
+    return EpisodeDraws(scenario, seed, schedule, run_reference(scenario, schedule), fraction)
+
+
+@dataclass(frozen=True, slots=True)
 class TurnResult:
     """What one `Simulator.play_turn` did: each action's result, in order, and the engine step."""
 
@@ -112,24 +137,41 @@ class Simulator:
         schedule: Schedule | None = None,
         budget_fraction: float | None = None,
         capacity: int | None = None,
+        draws: EpisodeDraws | None = None,
     ) -> None:
         """`schedule` replaces the synthetic arrivals (trace replay); `budget_fraction` fixes the
         memory budget instead of drawing it from the scenario's range; `capacity` sets the GPU
-        blocks outright (tests, what-if runs)."""
+        blocks outright (tests, what-if runs); `draws` is `draw_episode(scenario, seed)` drawn
+        earlier (the same episode, without drawing it again)."""
         self.scenario = scenario
         self.seed = seed
-        rng = np.random.default_rng(seed)
-        self.schedule = schedule if schedule is not None else synthesize(scenario, rng)
+        if draws is not None:
+            if schedule is not None:
+                raise ValueError("give schedule or draws, not both")
+            if draws.seed != seed or draws.scenario != scenario:
+                raise ValueError(
+                    f"draws of ({draws.scenario.name!r}, seed {draws.seed}) given for "
+                    f"({scenario.name!r}, seed {seed})"
+                )
+        elif schedule is None:
+            draws = draw_episode(scenario, seed)
+        self.schedule = draws.schedule if draws is not None else schedule
+        assert self.schedule is not None
         expected = scenario.warmup_steps + scenario.steps
         if self.schedule.horizon != expected:
             raise ValueError(
                 f"schedule spans {self.schedule.horizon} steps; scenario {scenario.name!r} "
                 f"needs warmup_steps + steps = {expected}"
             )
-        self.reference = run_reference(scenario, self.schedule)
         fraction = budget_fraction
-        if fraction is None:
-            fraction = float(rng.uniform(*scenario.budget_fraction))
+        if draws is not None:
+            self.reference = draws.reference
+            if fraction is None:
+                fraction = draws.budget_fraction
+        else:  # a replayed schedule: the budget is the seed's first draw
+            self.reference = run_reference(scenario, self.schedule)
+            if fraction is None:
+                fraction = float(np.random.default_rng(seed).uniform(*scenario.budget_fraction))
         if capacity is None:
             capacity = max(
                 math.ceil(fraction * self.reference.peak_blocks),
