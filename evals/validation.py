@@ -22,6 +22,7 @@ from .common.edge import check_options
 from .common.options import CPUS, Workers
 
 if TYPE_CHECKING:
+    from .context.validate_store import ContextJobStore
     from .serving.validate import Sizes
     from .serving.validate_store import JobStore
 
@@ -40,8 +41,9 @@ KeepIn = Annotated[
         "--out",
         "-o",
         metavar="DIR",
-        help="Keep the serving checks' finished episodes in DIR as they come, and their "
-        "checks at the end (checks.json), so a stopped run can be resumed.",
+        help="Keep the finished episodes in DIR as they come (the serving checks' in DIR, the "
+        "context checks' in DIR/context), and the checks at the end (checks.json), so a "
+        "stopped run can be resumed.",
     ),
 ]
 Resume = Annotated[
@@ -101,6 +103,7 @@ def validate_command(
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
     status_line(f"validate: loading the {'' if family == 'all' else family + ' '}checks")
     from .common.edge import InputError
+    from .common.job_store import write_checks
     from .context.validate import context_validation_jobs, run_context_validation
     from .serving.validate import run_validation
 
@@ -118,6 +121,7 @@ def validate_command(
         raise InputError("--resume needs --out DIR (the run to continue)")
     sizes = _sizes(episodes, expert_episodes, ablation_episodes, screen_episodes)
     store = _store(out, sizes, resume) if out is not None and serving else None
+    kept = _context_store(out, episodes, resume) if out is not None and context else None
     total = len(context_validation_jobs(episodes)) * context
     try:
         with progress() as bar:
@@ -128,12 +132,13 @@ def validate_command(
 
             checks = run_validation(sizes, workers, advance, store) if serving else []
             if context:
-                checks += run_context_validation(episodes, workers, advance)
+                checks += run_context_validation(episodes, workers, advance, store=kept)
     finally:
-        if store is not None:
-            store.close()
-    if store is not None:
-        console.print(f"wrote {store.write_checks(checks)}")
+        for opened in (store, kept):
+            if opened is not None:
+                opened.close()
+    if out is not None:
+        console.print(f"wrote {write_checks(out, checks)}")
     _print(checks)
 
 
@@ -160,6 +165,18 @@ def _store(out: Path, sizes: Sizes, resume: bool) -> JobStore:
     store = JobStore(out, {"sizes": asdict(sizes)}, resume=resume)
     if store.done:
         console.print(f"resuming {out}: {len(store.done)} finished episodes kept")
+    return store
+
+
+def _context_store(out: Path, episodes: int, resume: bool) -> ContextJobStore:
+    """The context checks' store of finished episodes in `out/context` (resumed when asked)."""
+    from .common.edge import check_out_dir
+    from .context.validate import context_store
+
+    check_out_dir(out)
+    store = context_store(out / "context", episodes, resume=resume)
+    if store.done:
+        console.print(f"resuming {out / 'context'}: {len(store.done)} finished episodes kept")
     return store
 
 

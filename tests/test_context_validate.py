@@ -8,12 +8,16 @@ oracle must already sit above every attack on both judged levels."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
+from evals.common.edge import InputError
+from evals.context import validate
 from evals.context.validate import (
     ATTACKS,
     CHECK_SEED,
@@ -22,6 +26,7 @@ from evals.context.validate import (
     REFERENCE,
     SHAPE_ABLATIONS,
     SHAPE_READER,
+    context_store,
     context_validation_jobs,
     echo_reader,
     run_context_validation,
@@ -44,17 +49,23 @@ def test_the_test_block_is_not_the_proof_block() -> None:
     assert min(proof) == PROOF_SEED and not proof & check
 
 
+SIZES = {"probe_episodes": 20, "first_seed": CHECK_SEED}
+
+
 @pytest.fixture(scope="module")
-def checks() -> list:
+def kept_in(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the module's run keeps its finished episodes (`--out`)."""
+    return tmp_path_factory.mktemp("validate") / "context"
+
+
+@pytest.fixture(scope="module")
+def checks(kept_in: Path) -> list:
     ticks: list[int] = []
+    store = context_store(kept_in, EPISODES, resume=False, **SIZES)
     out = run_context_validation(  # two workers: the probe trains beside the other agents
-        EPISODES,
-        2,
-        lambda: ticks.append(1),
-        probe_episodes=20,
-        auc_episodes=4,
-        first_seed=CHECK_SEED,
+        EPISODES, 2, lambda: ticks.append(1), auc_episodes=4, store=store, **SIZES
     )
+    store.close()
     assert len(ticks) == len(context_validation_jobs(EPISODES, CHECK_SEED))
     return out
 
@@ -117,3 +128,36 @@ def test_readers_oracle_parser_novelty_and_determinism_hold_at_ci_size(checks) -
 def test_validate_rejects_an_unknown_family() -> None:
     result = CliRunner().invoke(app, ["validate", "--family", "both", "-n", "2"])
     assert result.exit_code == 2 and "--family" in result.output
+
+
+def test_a_stopped_validation_resumes_without_playing_its_finished_episodes(
+    checks, kept_in: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    episodes = kept_in / "episodes.jsonl"
+    lines = episodes.read_text().splitlines(keepends=True)
+    cut = [json.loads(line)["job"] for line in lines[-3:]]
+    episodes.write_text("".join(lines[:-3]) + '{"job": ["noop", "extra')  # cut by a kill
+    played: list[list] = []
+    real = validate.run_context_jobs
+
+    def counted(jobs, probe=None):  # type: ignore[no-untyped-def]
+        played.extend([*job.key] for job in jobs)
+        return real(jobs, probe)
+
+    monkeypatch.setattr(validate, "run_context_jobs", counted)
+    store = context_store(kept_in, EPISODES, resume=True, **SIZES)
+    assert store.skipped_lines == 1 and len(store.done) == len(lines) - 3
+    again = run_context_validation(EPISODES, 1, auc_episodes=4, store=store, **SIZES)
+    store.close()
+    assert sorted(played) == sorted(cut)  # only the jobs the first run had not kept
+    assert [(c.name, c.passed, c.detail) for c in again] == [
+        (c.name, c.passed, c.detail) for c in checks
+    ]
+
+
+def test_a_validation_run_is_resumed_only_as_it_was_started(tmp_path: Path) -> None:
+    context_store(tmp_path, 3, resume=False).close()
+    with pytest.raises(InputError, match="already holds a validation run"):
+        context_store(tmp_path, 3, resume=False)
+    with pytest.raises(InputError, match=r"cannot resume .*sizes"):
+        context_store(tmp_path, 4, resume=True)

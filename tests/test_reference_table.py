@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.cli import app
+from evals.common.job_store import code_text
 from evals.common.results import dumps
 from evals.serving import reference_table
 from evals.serving.jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
@@ -128,7 +129,7 @@ def test_the_digest_ignores_comments_and_docstrings_but_not_code(tmp_path: Path)
     def code(text: str) -> str:
         path = tmp_path / "m.py"
         path.write_text(text)
-        return reference_table._code(path)
+        return code_text(path)
 
     base = code('"""Doc."""\n\ndef f(x):\n    """What f does."""\n    return x + 1\n')
     reworded = code(

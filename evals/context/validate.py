@@ -42,6 +42,8 @@ Readers and sizing:
   sentences have a normalized form (subject mention, time, names masked) no training episode
   holds;
 - determinism: reruns are byte-identical; the ordering of every agent is reported.
+With a store (`validate --out DIR`, `validate_store`), every finished episode is kept on disk as
+it comes, and `--resume` continues a stopped run without playing them again.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,6 +74,7 @@ from ..common.results import dumps
 from ..common.stats import mean_ci
 from .run import context_result
 from .sizing import LiveLoad, Seen, live_load, novelty_against, seen_in
+from .validate_store import ContextJobStore
 
 JUDGED = ("medium", "hard")
 PROOF_SEED = 93_000
@@ -306,17 +310,26 @@ def _work(
     held_out: range,
     workers: int,
     tick: Callable[[], None],
+    store: ContextJobStore | None = None,
 ) -> _Work:
     """Run the section's episodes and measurements, on `workers` processes when more than
     one: the probe trains in one worker while the others play every agent but the probe; the
-    probe's episodes follow once it is trained."""
-    probe_jobs = [j for j in jobs if j.agent == "probe"]
-    other_jobs = [j for j in jobs if j.agent != "probe"]
+    probe's episodes follow once it is trained. With a `store`, the jobs it holds are not
+    played again and each finished one is added to it (`--resume`)."""
     results: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    for job in jobs:
+        kept = store.get(job.key) if store is not None else None
+        if kept is not None:
+            results[job.key] = kept
+            tick()
+    probe_jobs = [j for j in jobs if j.agent == "probe" and j.key not in results]
+    other_jobs = [j for j in jobs if j.agent != "probe" and j.key not in results]
 
     def keep(chunk: Sequence[ContextJob], out: list[dict[str, Any]]) -> None:
         for job, result in zip(chunk, out, strict=True):
             results[job.key] = result
+            if store is not None:
+                store.keep(job.key, result)
             tick()
 
     if workers <= 1:
@@ -355,10 +368,12 @@ def run_context_validation(
     probe_episodes: int = PROBE_EPISODES,
     auc_episodes: int = AUC_EPISODES,
     first_seed: int = PROOF_SEED,
+    store: ContextJobStore | None = None,
 ) -> list[Check]:
     """The context section's checks at `episodes` proof seeds per level. `probe_episodes`:
     the probe's training episodes (the test suite uses fewer than the default 1000);
-    `first_seed`: another block than the proof block (the test suite's `CHECK_SEED`)."""
+    `first_seed`: another block than the proof block (the test suite's `CHECK_SEED`);
+    `store`: finished episodes kept on disk, and not played again (`context_store`)."""
     if episodes < 2:
         raise ValueError("the context checks need at least 2 episodes per level")
     per_level = max(1, probe_episodes // len(JUDGED))
@@ -366,7 +381,7 @@ def run_context_validation(
     held_out = range(AUC_SEED, AUC_SEED + max(1, auc_episodes // len(JUDGED)))
     seeds = proof_seeds(episodes, first_seed)
     jobs = context_validation_jobs(episodes, first_seed)
-    work = _work(jobs, seeds, train, held_out, workers, tick)
+    work = _work(jobs, seeds, train, held_out, workers, tick, store)
     table = _Table(work.results, seeds)
     auc = work.training.auc
     return [
@@ -387,6 +402,20 @@ def run_context_validation(
         *_ordering_checks(table),
         _determinism_check(table),
     ]
+
+
+def context_store(
+    path: Path,
+    episodes: int,
+    *,
+    resume: bool,
+    probe_episodes: int = PROBE_EPISODES,
+    first_seed: int = PROOF_SEED,
+) -> ContextJobStore:
+    """The store of a run's finished episodes in `path`: a run of these sizes, continued when
+    `resume` (refused when it was started with other sizes or other code)."""
+    sizes = {"episodes": episodes, "first_seed": first_seed, "probe_episodes": probe_episodes}
+    return ContextJobStore(path, {"sizes": sizes}, resume=resume)
 
 
 @dataclass(frozen=True)

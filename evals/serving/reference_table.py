@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import json
-import tokenize
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,6 +41,8 @@ from typing import Any
 from kv_cache_env.episodes import EpisodeSpec
 from kv_cache_env.sim import SUITE, SUITE_VERSION, EpisodeRecord
 from rubrics import DEFAULT_WEIGHTS, Weights
+
+from ..common.job_store import code_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_PATH = Path(__file__).resolve().parent / "reference_data" / "reference.jsonl.gz"
@@ -81,33 +81,6 @@ REGENERATE = "nice -n 10 uv run --no-sync python scripts/reference_table.py -j 2
 """The command that rebuilds the table (told in every message about a stale table)."""
 
 
-def _code(path: Path) -> str:
-    """The file's code tokens: comments, blank lines and docstrings (a string that is a whole
-    statement) left out, so rewording them does not invalidate the table."""
-    if path.suffix != ".py":
-        return path.read_text()
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING}
-    tokens = [
-        t
-        for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
-        if t.type not in skip
-    ]
-    kept: list[str] = []
-    boundary = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        alone = (i == 0 or tokens[i - 1].type in boundary) and (
-            i + 1 < len(tokens) and tokens[i + 1].type == tokenize.NEWLINE
-        )
-        if token.type == tokenize.STRING and alone:
-            i += 2  # the docstring and its NEWLINE
-            continue
-        kept.append(f"{token.type}:{token.string}")
-        i += 1
-    return "\n".join(kept)
-
-
 def source_files() -> list[Path]:
     files = {p for pattern in SOURCES for p in ROOT.glob(pattern)}
     return sorted(files - {ROOT / name for name in NOT_SOURCES})
@@ -117,12 +90,7 @@ def source_files() -> list[Path]:
 def episode_digest() -> str:
     """sha256 (16 hex digits) of the code of every file in `SOURCES`, the planners' of
     `NOT_SOURCES` included: the code any `validate` episode depends on (its resumable store)."""
-    files = {p for pattern in SOURCES for p in ROOT.glob(pattern)}
-    digest = hashlib.sha256()
-    for path in sorted(files):
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
-        digest.update(_code(path).encode() + b"\0")
-    return digest.hexdigest()[:16]
+    return code_digest(ROOT, (p for pattern in SOURCES for p in ROOT.glob(pattern)))
 
 
 @lru_cache(maxsize=1)
@@ -143,11 +111,7 @@ def source_digest() -> str:
     table = shipped()
     if table is not None and table.raw and table.raw == raw_digest():
         return table.digest
-    digest = hashlib.sha256()
-    for path in source_files():
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
-        digest.update(_code(path).encode() + b"\0")
-    return digest.hexdigest()[:16]
+    return code_digest(ROOT, source_files())
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ Kinds of fact (`plan.FactRole`):
   usually says so (a plan, a reminder, a to-do, a calendar line, "I'll need it again on
   Friday"), with probability `p_signal` per ask, naming the day and part of the day of need
   (a neighbouring part with probability `p_day_noise`);
-- `soon`: asked within a few turns (`soon_turns`; a detail from an e-mail the user asks about
-  right away), usually announced ("I'll need the gate code in a bit");
+- `soon`: asked within the day (`soon_turns`, 1-8 turns; a detail from an e-mail the user asks
+  about right away or that evening), usually announced ("I'll need the gate code in a bit");
 - `aside`: never asked; now and then it gets a signal anyway (`p_false_signal`: plans change),
   and otherwise it is mostly talked about near its statement with no time of need
   (`p_aside_mention`), so that being talked about says nothing by itself.
@@ -43,7 +43,7 @@ class LevelSpec:
     p_later: float
     """Share of facts asked days later (`later`)."""
     p_soon: float
-    """Share of facts asked in the next turn (`soon`); the rest are `aside`."""
+    """Share of facts asked within the day (`soon`); the rest are `aside`."""
     p_signal: float
     """Chance that an ask is announced by a signal naming the day of need."""
     p_reask: float
@@ -70,8 +70,11 @@ class LevelSpec:
     """Turns from a `later` fact's statement to its first ask (at least, at most)."""
     reask_turns: tuple[int, int] = (4, 40)
     """Turns between two asks of a `later` fact."""
-    soon_turns: tuple[int, int] = (1, 3)
-    """Turns from a `soon` fact's statement to its ask (at least, at most; uniform)."""
+    soon_turns: tuple[int, int] = (1, 8)
+    """Turns from a `soon` fact's statement to its ask (at least, at most; uniform): up to a
+    day's worth of turns, so keeping every fact just said until its ask could come costs the
+    budget a reader of the signals does not pay (it knows which fresh facts are needed, and
+    when)."""
     cue_turns: tuple[int, int] = (-3, 3)
     """Turns from a fact's first statement to the signal announcing its first ask, and to an
     aside's false signal (uniform; negative: before it). A `soon` fact's signal still comes

@@ -98,7 +98,7 @@ class Planner:
         """(fact, its first ask) of each first ask to announce, once the statements sit where
         they will be said."""
         self.reserved: set[int] = set()
-        """Turns whose statement a `soon` question asks next turn (never a question turn)."""
+        """Turns of `soon` facts' statements (never a question turn)."""
 
     def pick(self, items: tuple[str, ...] | list[str]) -> str:
         return items[int(self.rng.integers(len(items)))]
