@@ -38,7 +38,7 @@ from http import HTTPStatus
 from typing import Any
 
 from kv_cache_env.policies import Policy, SimulatorPolicy, create
-from kv_cache_env.sim import Action, approx_tokens, parse
+from kv_cache_env.sim import ACTIONS, Action, approx_tokens, noop, parse
 from kv_context_env.llm.agent import READER_SYSTEM, context_system_prompt
 from kv_context_env.policies.text_agent import context_text_answer, context_text_calls
 from model_client.model_output import one_line
@@ -54,6 +54,9 @@ from .http_guard import (
     GuardedHTTPServer,
     error_body,
 )
+
+EMPTY_REPLY = noop().kind
+"""What a served policy writes when it calls no tool this turn (the turn rule reads it as noop)."""
 
 CONTEXT_SYSTEM_START = context_system_prompt(0)[:60]
 """How a request of the conversation-context family is recognised (its system prompt)."""
@@ -90,7 +93,7 @@ def check_servable(name: str) -> None:
 def tool_calls_for(actions: list[Action]) -> list[dict[str, Any]]:
     calls = []
     for i, action in enumerate(actions):
-        arguments = {} if action.kind == "noop" else {"seq_id": action.seq_id}
+        arguments = {"seq_id": action.seq_id} if ACTIONS[action.kind].targets else {}
         calls.append(
             {
                 "id": f"call_{i}",
@@ -254,7 +257,7 @@ class PolicyServer:
                 }
             )
         if not blocks:
-            blocks = [{"type": "text", "text": "noop"}]
+            blocks = [{"type": "text", "text": EMPTY_REPLY}]
         return {
             "id": f"msg_{number}",
             "type": "message",
@@ -300,7 +303,7 @@ class PolicyServer:
         if not isinstance(text, str):
             raise ValueError("the last user message has no text content")
         system = messages[0].get("content") if messages[0].get("role") == "system" else ""
-        reply_text = "noop"
+        reply_text = EMPTY_REPLY
         if isinstance(system, str) and system.startswith(CONTEXT_SYSTEM_START):
             calls = [
                 {

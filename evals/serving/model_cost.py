@@ -47,7 +47,7 @@ from ..prompt_cache.replay import bill_request
 from ..prompt_cache.requests import split_request
 from ..prompt_cache.strategies import Planner, tools_tokens
 from ..prompt_cache.tokens import estimate_tokens
-from ..servers.policy_server import policy_tool_calls
+from ..servers.policy_server import EMPTY_REPLY, policy_tool_calls
 from .jobs import EpisodeJob
 from .model_eval import ModelSpec, episode_planner
 
@@ -101,7 +101,7 @@ def stand_in_chat(spec: ModelSpec, cache: ProviderCache, stand_in: str = STAND_I
         billed = bill_request(split_request(messages), tools, planner, cache, tools_tokens(tools))
         calls = policy_tool_calls(stand_in, str(messages[-1]["content"]))
         return ModelReply(
-            content=None if calls else "noop",
+            content=None if calls else EMPTY_REPLY,
             tool_calls=tuple(
                 ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls
             ),
