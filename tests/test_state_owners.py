@@ -18,6 +18,7 @@ READERS = (
     ROOT / "environments/kv_cache_env/policies",
     ROOT / "environments/kv_cache_env/rl",
     ROOT / "environments/kv_cache_env/llm",
+    ROOT / "environments/model_client",
     ROOT / "evals",
 )
 """Code that reads the simulator and must never write it."""
@@ -55,7 +56,7 @@ def _sources() -> list[Path]:
 
 def test_the_scan_sees_the_code_it_guards():
     names = {p.name for p in _sources()}
-    assert {"worlds.py", "expert.py", "bound.py", "runner.py", "features.py"} <= names
+    assert {"worlds.py", "expert.py", "bound.py", "runner.py", "features.py", "reply.py"} <= names
     assert {"status", "gpu_blocks", "pool", "queue", "cpu_used", "_next_return"} <= ENGINE_STATE
 
 
