@@ -60,7 +60,7 @@ _trace_case("nan.jsonl", GOOD.replace('"timestamp": 0', '"timestamp": NaN').enco
 def _gzip_bomb(gib: int, expected: str) -> None:
     """A case: `eval` on a gzip trace of `gib` GiB of newlines, answered by `expected`."""
 
-    @case("trace files", f"gzip bomb ({gib} GB of newlines)")
+    @case("trace files", f"gzip bomb ({gib} GiB of newlines)")
     def _run(tmp: Path) -> tuple[str, str]:
         path = tmp / f"bomb{gib}.jsonl.gz"
         path.write_bytes(_bomb(gib << 30))
