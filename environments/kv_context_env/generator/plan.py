@@ -132,8 +132,13 @@ class Planner:
                 self.soon(fact)
         for fact in facts:  # a statement never sits on a question turn
             for i, turn in enumerate(fact.said):
-                while turn in self.busy and turn > 0:
+                # nor on its previous value's turn: a message says an update after the value
+                # it replaces only by chance, and the answer key follows the plan's order
+                floor = fact.said[i - 1] + 1 if i else 0
+                while turn in self.busy and turn > floor:
                     turn -= 1
+                while turn in self.busy and turn < self.spec.n_turns - 1:
+                    turn += 1
                 fact.said[i] = turn
         for fact, ask in self.first_asks:  # placed from where the statement now sits
             turn = min(self.cue_turn(fact.said[0]), ask - 1)
