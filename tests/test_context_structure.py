@@ -13,6 +13,7 @@ from kv_context_env.generator.calendar import PARTS, draw_calendar
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.generator.levels import LEVELS
 from kv_context_env.generator.lexicon import lexicon
+from kv_context_env.generator.load import fresh_load
 from kv_context_env.generator.plan import World, plan_world
 from kv_context_env.readers.extractive import split_sentences
 
@@ -73,6 +74,17 @@ def test_soon_asks_come_at_a_delay_drawn_from_a_range(worlds: list[World]) -> No
         assert abs(delays[n] / delays.total() - 1 / (hi - lo + 1)) < 0.5 / (hi - lo + 1), delays
     late = sum(c for n, c in delays.items() if n > 4) / delays.total()
     assert 0.4 < late < 0.6, delays
+
+
+@pytest.mark.parametrize("level", ["medium", "hard"])
+def test_more_is_said_than_the_budget_keeps_until_a_soon_ask(level: str) -> None:
+    """Keeping every fact just said until a `soon` ask could come (`soon_turns`) takes more
+    blocks than the budget at most soon asks, so "keep the newest facts" loses soon asks and
+    only knowing which fresh facts are needed keeps them (`load.fresh_load`)."""
+    loads = [fresh_load(generate_conversation(seed, level)) for seed in range(6)]
+    assert all(f.asks > 20 for f in loads)
+    assert np.mean([f.median for f in loads]) >= 1.4, loads
+    assert np.mean([f.over for f in loads]) >= 0.65, loads
 
 
 def _first_cue_offsets(worlds: list[World], role: str) -> Counter[int]:
