@@ -295,6 +295,12 @@ def test_sentences_split_at_stops_and_lines() -> None:
         "Four?",
         "five",
     ]
+    # a mark closed by a bracket ends a sentence before a capital, not before a lower-case word
+    assert split_sentences("Call tonight (sorry!) Next, the fee is $40. Ok (yes!) and more.") == [
+        "Call tonight (sorry!)",
+        "Next, the fee is $40.",
+        "Ok (yes!) and more.",
+    ]
 
 
 def test_the_answer_span_lies_in_its_blocks() -> None:
