@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kv_context_env.generator.lexicon import lexicon
-from kv_context_env.readers.extractive import question_parts, split_sentences
+from kv_context_env.readers.extractive import STOP_WORDS, question_parts, split_sentences
 from kv_context_env.sim.episode import ContextEpisode, recall_latency_s
 from kv_context_env.vocabulary import Message
 from rubrics.context import RECALL_SLO_S
@@ -167,30 +167,50 @@ class Subject:
     def last(self) -> str:
         return self.head.split()[-1]
 
-    def score(self, low: str) -> float:
-        """How surely `low` (a lower-cased sentence) mentions it: 3 for the head, +2 when an
-        owner word is also there; 3.5 for an owner word right before the head's last word
-        ("maya's teacher", "the lisbon car"); else 0."""
+    def score(self, sentence: str) -> float:
+        """How surely `sentence` mentions it: 3 for the head, +2 when an owner word is also
+        there; 3.5 for an owner word right before the head's last word ("Maya's teacher",
+        "the Lisbon car"); when no owner word is known (its statements named none), 3 for a
+        name right before the head's last word ("Ken's van" for "the removal van"); else 0."""
+        low = sentence.lower()
         owner = any(re.search(rf"\b{re.escape(o)}\b", low) for o in self.owners)
         if re.search(rf"\b{re.escape(self.head)}\b", low):
             return 5.0 if owner else 3.0
         for o in self.owners:
             if re.search(rf"\b{re.escape(o)}(?:'s|')? {re.escape(self.last)}\b", low):
                 return 3.5
+        if not self.owners and self.named_owner(sentence) is not None:
+            return 3.0
         return 0.0
+
+    def named_owner(self, sentence: str) -> str | None:
+        """The name right before the head's last word in `sentence` ("Ken's van" -> "ken";
+        "the Leeds talk" -> "leeds"), or None: a capitalised word that is no function word
+        and no weekday."""
+        pattern = rf"\b([A-Z][a-z]+)(?:'s|')? {re.escape(self.last)}\b"
+        for match in re.finditer(pattern, sentence, re.IGNORECASE):
+            name = match.group(1)
+            low = name.lower()
+            if name[0].isupper() and low not in STOP_WORDS and low not in WEEKDAYS:
+                return low
+        return None
 
 
 def owner_words(sentence: str, head: str) -> set[str]:
     """The capitalised words just before `head` in `sentence` ("Maya Demir's piano teacher"
-    -> {"maya", "demir"}; "the Lisbon hotel" -> {"lisbon"})."""
+    -> {"maya", "demir"}; "the Lisbon hotel" -> {"lisbon"}), up to a clause mark ("Also,
+    Maya's") or a function word that is no possessive ("For Maya's")."""
     at = sentence.lower().find(head)
     if at < 0:
         return set()
     before = sentence[:at].split()[-3:]
     out = set()
     for word in reversed(before):
-        clean = word.removesuffix("'s").removesuffix("'").strip(",:;")
-        if not clean[:1].isupper() or clean.lower() in ("the", "a"):
+        if word[-1:] in ",:;":
+            break
+        possessive = word.endswith(("'s", "'"))
+        clean = word.removesuffix("'s").removesuffix("'")
+        if not clean[:1].isupper() or (not possessive and clean.lower() in STOP_WORDS):
             break
         out.add(clean.lower())
     return out
@@ -209,6 +229,10 @@ class SignalReader:
     unheard_turns: float = 12.0
     """Expected turns until need of a fact said this turn with no signal yet (a reply or a
     tool output later in the turn may still name its time)."""
+    unheard_age: int = 0
+    """Turns after its statement that a fact with no signal yet still counts as unheard."""
+    unheard_step: float = 0.0
+    """Turns added to `unheard_turns` per turn since the statement."""
     turn: int = 0
     day: int = -1
     weekday: int = 0
@@ -392,8 +416,7 @@ class SignalReader:
 
     def mentioned(self, sentence: str) -> str | None:
         """The known subject `sentence` mentions (the surest one, if one is surest)."""
-        low = sentence.lower()
-        scored = sorted(((s.score(low), h) for h, s in self.subjects.items()), reverse=True)
+        scored = sorted(((s.score(sentence), h) for h, s in self.subjects.items()), reverse=True)
         if not scored or scored[0][0] < MIN_MENTION:
             return None
         if len(scored) > 1 and scored[1][0] == scored[0][0]:
@@ -413,6 +436,9 @@ class SignalReader:
         head = self.mentioned(sentence)
         if head is None:
             return False
+        subject = self.subjects[head]
+        if not subject.owners and (name := subject.named_owner(sentence)) is not None:
+            subject.owners.add(name)  # "Ken's van": the van is Ken's from now on
         if window is None:
             self.closed.add(head)
             return True
@@ -451,8 +477,9 @@ class SignalReader:
         classes, head, _ = question_parts(text)
         if head is None:
             return None
-        allowed = _kind_classes()[head]
-        return next(((head, c) for c in classes if c in allowed), None)
+        allowed = [c for c in classes if c in _kind_classes()[head]]
+        known = [c for c in allowed if (head, c) in self.facts]  # a tie: the one read of
+        return (head, (known or allowed)[0]) if allowed else None
 
     def again_window(self, text: str, question: str) -> tuple[int, int] | None:
         """When a question's message says the asked fact will be needed again: a sentence
@@ -511,12 +538,10 @@ class SignalReader:
             if self.turn - self.said_turn[k] < self.fresh_turns:
                 return (-1.0, -f.message_index)
             estimate = self.estimate(k)
-            if (
-                estimate == float("inf")
-                and self.said_turn[k] == self.turn
-                and k[0] not in self.closed
-            ):
-                estimate = self.unheard_turns  # its signal may still come later in this turn
+            age = self.turn - self.said_turn[k]
+            if estimate == float("inf") and age <= self.unheard_age and k[0] not in self.closed:
+                # its signal may still come later in this turn or the next few
+                estimate = self.unheard_turns + age * self.unheard_step
             if estimate == float("inf"):  # no named time: after every named one, newest first
                 return (float("inf") if k[0] in self.closed else 1e9, -f.message_index)
             if not self.cost_aware:
