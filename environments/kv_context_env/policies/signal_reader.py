@@ -228,10 +228,13 @@ class SignalReader:
     """Expected turns until need of a fact whose named window has just passed unasked."""
     unheard_turns: float = 12.0
     """Expected turns until need of a fact said this turn with no signal yet (a reply or a
-    tool output later in the turn may still name its time)."""
-    unheard_age: int = 0
-    """Turns after its statement that a fact with no signal yet still counts as unheard."""
-    unheard_step: float = 0.0
+    tool output later in the turn may still name its time), unless its subject was talked
+    about with no time named (`talk_turns`)."""
+    unheard_age: int = 2
+    """Turns after its statement that a fact with no signal yet still counts as unheard: a
+    first signal comes up to three turns after its statement (`cue_turns`), the chance that
+    it still comes shrinking each turn."""
+    unheard_step: float = 6.0
     """Turns added to `unheard_turns` per turn since the statement."""
     turn: int = 0
     day: int = -1
@@ -261,6 +264,13 @@ class SignalReader:
     size_aware: bool = True
     """Rank by turns until need times the blocks the fact takes (with `cost_aware`)."""
     turn_tokens: dict[int, int] = field(default_factory=dict)
+    talk_turns: int = 3
+    """A fact with no signal yet is not held as unheard once its subject was talked about
+    with no time named from this many turns before its statement on (-1: never)."""
+    talked: dict[str, int] = field(default_factory=dict)
+    """Subject head → the last turn it was talked about with no time and no closure."""
+    pending_talk: list[tuple[int, str]] = field(default_factory=list)
+    """Such sentences about no known subject yet: (turn, sentence)."""
 
     # --- days and times ---------------------------------------------------------------
 
@@ -408,6 +418,7 @@ class SignalReader:
                 subject.owners |= owner_words(sentence, f.key[0])
             if found:
                 self.retry_pending()
+                self.retry_pending_talk()
             if message.index == now and episode.pending_question is not None:
                 continue  # a question's message is read by `again_window`
             for sentence in sentences:
@@ -416,7 +427,11 @@ class SignalReader:
 
     def mentioned(self, sentence: str) -> str | None:
         """The known subject `sentence` mentions (the surest one, if one is surest)."""
-        scored = sorted(((s.score(sentence), h) for h, s in self.subjects.items()), reverse=True)
+        low = sentence.lower()
+        scored = sorted(
+            ((s.score(sentence), h) for h, s in self.subjects.items() if s.last in low),
+            reverse=True,
+        )  # every way of mentioning a subject names its head's last word
         if not scored or scored[0][0] < MIN_MENTION:
             return None
         if len(scored) > 1 and scored[1][0] == scored[0][0]:
@@ -427,9 +442,33 @@ class SignalReader:
         window = self.window(sentence)
         low = sentence.lower()
         if window is None and not any(re.search(rf"\b{w}\b", low) for w in CLOSE_WORDS):
+            if self.talk_turns >= 0:
+                self.talk(sentence)
             return
         if not self.apply(sentence, window):
             self.pending.append((self.turn, sentence, window))
+
+    def talk(self, sentence: str) -> None:
+        """A sentence with no time and no closure: when it mentions a known subject, the
+        subject was talked about with no time of need named; else it waits `PENDING_TURNS`
+        turns for its subject."""
+        head = self.mentioned(sentence)
+        if head is None:
+            self.pending_talk.append((self.turn, sentence))
+        else:
+            self.talked[head] = self.turn
+
+    def retry_pending_talk(self) -> None:
+        keep = []
+        for turn, sentence in self.pending_talk:
+            if self.turn - turn > PENDING_TURNS:
+                continue
+            head = self.mentioned(sentence)
+            if head is None:
+                keep.append((turn, sentence))
+            else:
+                self.talked[head] = max(self.talked.get(head, turn), turn)
+        self.pending_talk = keep
 
     def apply(self, sentence: str, window: tuple[int, int] | None) -> bool:
         """Record a signal about the subject `sentence` mentions; False when none is known."""
@@ -539,7 +578,13 @@ class SignalReader:
                 return (-1.0, -f.message_index)
             estimate = self.estimate(k)
             age = self.turn - self.said_turn[k]
-            if estimate == float("inf") and age <= self.unheard_age and k[0] not in self.closed:
+            talked = self.talked.get(k[0], -1_000_000) >= self.said_turn[k] - self.talk_turns
+            if (
+                estimate == float("inf")
+                and age <= self.unheard_age
+                and k[0] not in self.closed
+                and not (self.talk_turns >= 0 and talked)
+            ):
                 # its signal may still come later in this turn or the next few
                 estimate = self.unheard_turns + age * self.unheard_step
             if estimate == float("inf"):  # no named time: after every named one, newest first
