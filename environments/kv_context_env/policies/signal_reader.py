@@ -14,7 +14,10 @@ The rules (also in the docs' context page):
    subject is known by its words: the head noun phrase and the names before it ("Maya Demir's
    piano teacher": head "piano teacher", owner words "maya", "demir"). A sentence mentions the
    known subject whose words it shares most (its head, or an owner word just before the
-   head's last word; an owner word elsewhere adds to the head), when no other ties with it.
+   head's last word; an owner word elsewhere adds to the head), when no other ties with it;
+   a subject whose statements named no owner is mentioned by any name just before its head's
+   last word ("Ken's van" for "the removal van"), and the name becomes its owner word. A
+   question whose words fit two properties of its subject asks the one a fact was read for.
 3. Signals. A sentence that is not a statement and mentions a known subject ("Maya's
    teacher", "the piano teacher") is a signal about it; about one of
    its properties when it names one of the property's nouns. With a time ("in a bit",
@@ -23,11 +26,16 @@ The rules (also in the docs' context page):
    plan, a reminder, a to-do, a calendar line). Without a time, a closure word ("sorted",
    "cancelled", "called off", "no longer", "finished", ...) says it will not be. A sentence
    with a time in a question's message says the asked fact will be needed again then. A
-   signal said before its subject's first statement waits `PENDING_TURNS` turns for it.
+   sentence with neither says only that the subject was talked about. A signal (or such a
+   sentence) said before its subject's first statement waits `PENDING_TURNS` turns for it.
 4. Keeping. The asked fact first; then facts by expected turns until need (over what is left
    of the named window; "in a bit" = the rest of the current part of the day) times the blocks
    they take over the price of recalling them, while the budget lasts; a named time more than
-   a day past is forgotten; room left over goes to the newest facts with no named time.
+   a day past is forgotten. A fact with no signal yet counts `unheard_turns` in the turn it
+   was said and `unheard_step` more per turn after, up to `unheard_age` turns after it (a
+   first signal may come up to three turns after its statement), unless its subject was talked about with
+   no time named from three turns before the statement on (an aside mostly is); room left
+   over goes to the newest facts with no named time.
    Everything else is evicted; a question whose fact is not in view recalls the fact's latest
    statement by its own words.
 """
