@@ -33,9 +33,9 @@ The rules (also in the docs' context page):
    they take over the price of recalling them, while the budget lasts; a named time more than
    a day past is forgotten. A fact with no signal yet counts `unheard_turns` in the turn it
    was said and `unheard_step` more per turn after, up to `unheard_age` turns after it (a
-   first signal may come up to three turns after its statement), unless its subject was talked about with
-   no time named from three turns before the statement on (an aside mostly is); room left
-   over goes to the newest facts with no named time.
+   first signal may come up to three turns after its statement), unless its subject was
+   talked about with no time named from three turns before the statement on (an aside
+   mostly is); room left over goes to the newest facts with no named time.
    Everything else is evicted; a question whose fact is not in view recalls the fact's latest
    statement by its own words.
 """

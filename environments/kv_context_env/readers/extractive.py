@@ -13,8 +13,9 @@ a reader that understands the language of the conversation, not a parser of its 
    it, the words of its question forms) the question shares most; a paraphrase ("How do I get
    hold of ...?") maps to a class ("phone") without repeating the statement's words.
 3. The candidates: visible declarative sentences (split at `.`, `!`, `?` + space, at such a
-   mark closed by a bracket ("(sorry!) Next ...") and at line breaks; questions skipped) that name the subject's head and hold a value of one of those
-   classes, in the shape the generator writes it (`VALUE_PATTERNS`).
+   mark closed by a bracket ("(sorry!) Next ...") and at line breaks; questions skipped) that
+   name the subject's head and hold a value of one of those classes, in the shape the
+   generator writes it (`VALUE_PATTERNS`).
 4. The best: most other question words shared (a qualifier such as "Maya's"), then the latest
    in time: messages are labelled `role #index:` in the episode's visible text, and a recalled
    copy (`[recalled turn from message N]`) stands at message N, so an update that is still in
