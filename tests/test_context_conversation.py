@@ -295,6 +295,12 @@ def test_sentences_split_at_stops_and_lines() -> None:
         "Four?",
         "five",
     ]
+    # a mark closed by a bracket ends a sentence before a capital, not before a lower-case word
+    assert split_sentences("Call tonight (sorry!) Next, the fee is $40. Ok (yes!) and more.") == [
+        "Call tonight (sorry!)",
+        "Next, the fee is $40.",
+        "Ok (yes!) and more.",
+    ]
 
 
 def test_the_answer_span_lies_in_its_blocks() -> None:
@@ -466,3 +472,37 @@ def test_a_day_opens_with_a_short_sentence_naming_the_next_weekday() -> None:
         "Morning! It's Wednesday.",
     ):
         assert reader.opening(split_sentences(text)) == (0, -1), text
+
+
+def test_the_reference_reads_a_name_before_an_owner_less_head_and_bounds_owner_words() -> None:
+    """A statement may name no owner ("the removal van: ..."); a signal then names it by a name
+    and the head's last word ("Ken's van"), which counts and becomes its owner word. Owner
+    words stop at a clause mark or a non-possessive function word ("For Maya's teacher")."""
+    from kv_context_env.policies.signal_reader import SignalReader, Subject, owner_words
+
+    assert owner_words("For Maya Demir's piano teacher, the fee is $40.", "piano teacher") == {
+        "maya",
+        "demir",
+    }
+    assert owner_words("Also, Maya's piano teacher is Ana Lee.", "piano teacher") == {"maya"}
+    reader = SignalReader(subjects={"removal van": Subject("removal van")})
+    sentence = "I've got to deal with Ken's van's driver's mobile tomorrow morning."
+    assert reader.mentioned(sentence) == "removal van"
+    assert reader.mentioned("I'll see the van on Monday.") is None  # no name: no mention
+    assert reader.mentioned("Friday van check.") is None  # a weekday is no owner
+    reader.subjects["old flat"] = Subject("old flat", {"castle", "lane"})
+    reader.subjects["new flat"] = Subject("new flat")
+    assert reader.mentioned("The Priory Avenue flat's rent tomorrow.") == "new flat"
+
+
+def test_the_parser_reads_a_value_that_opens_its_sentence() -> None:
+    """A value that opens a statement carries a capital its shape does not expect."""
+    from kv_context_env.policies.extraction import parse_message
+
+    text = (
+        "The 12th of February at 10:45 is Klara Grant's broadband installer's install slot,"
+        " apparently."
+    )
+    [found] = parse_message(1, text)
+    assert found.key == ("broadband installer", "when")
+    assert found.value == "the 12th of February at 10:45"

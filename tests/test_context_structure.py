@@ -13,6 +13,7 @@ from kv_context_env.generator.calendar import PARTS, draw_calendar
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.generator.levels import LEVELS
 from kv_context_env.generator.lexicon import lexicon
+from kv_context_env.generator.load import fresh_load
 from kv_context_env.generator.plan import World, plan_world
 from kv_context_env.readers.extractive import split_sentences
 
@@ -75,6 +76,38 @@ def test_soon_asks_come_at_a_delay_drawn_from_a_range(worlds: list[World]) -> No
     assert 0.4 < late < 0.6, delays
 
 
+@pytest.mark.parametrize("level", ["medium", "hard"])
+def test_more_is_said_than_the_budget_keeps_until_a_soon_ask(level: str) -> None:
+    """Keeping every fact just said until a `soon` ask could come (`soon_turns`) takes more
+    blocks than the budget at most soon asks, so "keep the newest facts" loses soon asks and
+    only knowing which fresh facts are needed keeps them (`load.fresh_load`)."""
+    loads = [fresh_load(generate_conversation(seed, level)) for seed in range(6)]
+    assert all(f.asks > 20 for f in loads)
+    assert np.mean([f.median for f in loads]) >= 1.4, loads
+    assert np.mean([f.over for f in loads]) >= 0.65, loads
+
+
+@pytest.mark.parametrize("level", ["medium", "hard"])
+def test_a_signal_moved_off_a_question_turn_stays_near_its_statement(level: str) -> None:
+    """Two thirds of the turns ask a question, so a signal planned on one moves to the nearest
+    free turn (still before its ask): in the conversation as said, a `soon` fact's first
+    signal of need sits within a turn of its planned range (`cue_turns`) of its statement."""
+    lo, hi = LEVELS[level].cue_turns
+    offsets: Counter[int] = Counter()
+    for seed in range(4):
+        c = generate_conversation(seed, level)
+        turns = np.cumsum([m.role == "user" for m in c.messages])
+        first: dict[str, int] = {}
+        for signal in c.signals:
+            if signal.cue == "need":
+                first.setdefault(signal.key, int(turns[signal.span.message_index]))
+        for q in c.questions:
+            if q.level == "soon" and q.key in first:
+                offsets[first[q.key] - int(turns[q.fact_index])] += 1
+    near = sum(n for off, n in offsets.items() if lo - 1 <= off <= hi + 1)
+    assert near / offsets.total() >= 0.93, offsets
+
+
 def _first_cue_offsets(worlds: list[World], role: str) -> Counter[int]:
     out: Counter[int] = Counter()
     for world in worlds:
@@ -95,10 +128,14 @@ def test_first_signals_fall_before_and_after_statements_for_needs_and_asides_ali
     aside = _first_cue_offsets(worlds, "aside")
     for offsets in (later, aside):
         assert min(offsets) <= -2 and max(offsets) >= 2
-        assert lo - 1 <= min(offsets) and max(offsets) <= hi  # moved off a question turn
+        # a signal planned on a question turn moves to the nearest free turn
+        near = sum(n for off, n in offsets.items() if lo - 1 <= off <= hi + 1)
+        assert near / offsets.total() >= 0.93, offsets
+    # most moved signals land on the statement's own turn (the nearest free one), so fewer
+    # fall after it than the plan draws, for needs and asides alike
     after = [sum(c for o, c in x.items() if o > 0) / x.total() for x in (later, aside)]
-    assert all(0.25 < a < 0.55 for a in after), after
-    assert abs(after[0] - after[1]) < 0.15, after
+    assert all(0.1 < a < 0.55 for a in after), after
+    assert abs(after[0] - after[1]) < 0.1, after
 
 
 def test_subjects_are_closed_whether_they_were_needed_or_not(worlds: list[World]) -> None:

@@ -1,7 +1,8 @@
 """How a conversation is sized against its budget, and how new its attributes are.
 
 - `live_load` (from `kv_context_env.generator.load`): the tokens and blocks of live statements
-  against the budget, at the episode's peak and over the question times.
+  against the budget, at the episode's peak and over the question times; `fresh_load`: the
+  blocks of everything said in the last turns a soon ask may reach back, at each soon ask.
 - `novelty`: the share of an episode's signal sentences whose normalized form (subject mention,
   time, names and joined sentences masked) never occurs in a set of training episodes; the
   share of an episode's attributes (a subject with its qualifier, and a
@@ -16,10 +17,20 @@ from dataclasses import dataclass
 
 from kv_context_env.generator.conversation import generate_conversation
 from kv_context_env.generator.lexicon import lexicon
-from kv_context_env.generator.load import LiveLoad, live_load
+from kv_context_env.generator.load import FreshLoad, LiveLoad, fresh_load, live_load
 from kv_context_env.vocabulary import Conversation
 
-__all__ = ["LiveLoad", "Novelty", "Seen", "live_load", "novelty", "novelty_against", "seen_in"]
+__all__ = [
+    "FreshLoad",
+    "LiveLoad",
+    "Novelty",
+    "Seen",
+    "fresh_load",
+    "live_load",
+    "novelty",
+    "novelty_against",
+    "seen_in",
+]
 
 
 def attributes(conversation: Conversation) -> set[str]:

@@ -73,15 +73,16 @@ from ..common.processes import worker_pool
 from ..common.results import dumps
 from ..common.stats import mean_ci
 from .run import context_result
-from .sizing import LiveLoad, Seen, live_load, novelty_against, seen_in
+from .sizing import FreshLoad, LiveLoad, Seen, fresh_load, live_load, novelty_against, seen_in
 from .validate_store import ContextJobStore
 
 JUDGED = ("medium", "hard")
-PROOF_SEED = 93_000
+PROOF_SEED = 200_000
 """First seed of the proof block: validate's episodes are seeds PROOF_SEED.. PROOF_SEED+n-1.
-Development and tuning used training seeds (below 10,000); nothing was tuned on this block.
-(The blocks from 90,000 and 91,000 proved earlier generators; the one from 92,000 crashed a
-run on a reader bug it then helped find, so it proves nothing either.)"""
+Development and tuning used training seeds (below 10,000, and 141,000-141,999); nothing was
+tuned on this block. (The blocks from 90,000, 91,000 and 93,000 proved earlier generators; the
+one from 92,000 crashed a run on a reader bug it then helped find, so it proves nothing
+either.)"""
 PROBE_SEED = 50_000
 PROBE_EPISODES = 1000
 """Training episodes of the probe (split evenly over the judged levels)."""
@@ -95,7 +96,7 @@ SHAPE_READER = "shape-reader"
 is the same with shape rule R switched off (the ablation)."""
 CLOSED_READER = "closed-signal-reader"
 """The earlier reference: the reference's ranking on a closed list of signal templates."""
-MAX_ATTACK = 0.6
+MAX_ATTACK = 0.5
 MAX_SHAPE = 0.4
 MAX_SHAPE_HIGH = 0.45
 SHAPE_ABLATIONS = tuple(f"{SHAPE_READER}-without-{rule}" for rule in RULES)
@@ -275,8 +276,9 @@ def _train(train: range, held_out: range) -> _Training:
     return _Training(probe, probe_auc(probe, held_out, JUDGED), seen_in(conversations))
 
 
-def _loads(level: str, seeds: range) -> list[LiveLoad]:
-    return [live_load(generate_conversation(s, level)) for s in seeds]
+def _loads(level: str, seeds: range) -> list[tuple[LiveLoad, FreshLoad]]:
+    conversations = [generate_conversation(s, level) for s in seeds]
+    return [(live_load(c), fresh_load(c)) for c in conversations]
 
 
 def _parser_counts(seeds: range) -> tuple[int, int, int]:
@@ -299,7 +301,7 @@ class _Work:
 
     results: dict[tuple[str, str, str, int], dict[str, Any]]
     training: _Training
-    loads: dict[str, list[LiveLoad]]
+    loads: dict[str, list[tuple[LiveLoad, FreshLoad]]]
     parser: tuple[int, int, int]
 
 
@@ -579,9 +581,11 @@ def _reader_checks(t: _Table) -> list[Check]:
     return checks
 
 
-def _sizing_checks(loads: dict[str, list[LiveLoad]]) -> list[Check]:
+def _sizing_checks(loads: dict[str, list[tuple[LiveLoad, FreshLoad]]]) -> list[Check]:
     checks = []
-    for level, episode_loads in loads.items():
+    for level, sized in loads.items():
+        episode_loads = [live for live, _ in sized]
+        fresh = [f for _, f in sized if f.asks]
         peak = min(x.peak_tokens for x in episode_loads)
         mean = sum(x.mean_tokens for x in episode_loads) / len(episode_loads)
         blocks_peak = min(x.peak_blocks for x in episode_loads)
@@ -596,6 +600,16 @@ def _sizing_checks(loads: dict[str, list[LiveLoad]]) -> list[Check]:
                 f"episode), mean over question times {mean:.2f}x (smallest "
                 f"{min(x.mean_tokens for x in episode_loads):.2f}x); in blocks "
                 f"{blocks_peak:.2f}x / {blocks_mean:.2f}x",
+            )
+        )
+        checks.append(
+            Check(
+                f"context fresh load on {level} (reported): what keeping every statement of "
+                f"the last {LEVELS[level].soon_turns[1]} turns would take at a soon ask",
+                True,
+                f"median {sum(f.median for f in fresh) / max(1, len(fresh)):.2f}x the budget "
+                f"(mean of episode medians), over the budget at "
+                f"{sum(f.over for f in fresh) / max(1, len(fresh)):.0%} of soon asks",
             )
         )
     return checks

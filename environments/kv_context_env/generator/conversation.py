@@ -215,10 +215,7 @@ class _Builder:
                 if signal.kind == "again":
                     again[signal.turn] = (fact, signal)
                     continue
-                turn = signal.turn
-                while turn in world.questions and turn > 0:
-                    turn -= 1
-                signals.setdefault(turn, []).append((fact, signal))
+                signals.setdefault(signal.turn, []).append((fact, signal))
         threads = sorted({f.subject.kind.thread for f in world.facts})
         self.add("system", "system", [(SYSTEM_PROMPT, None)])
         asked: list[tuple[int, int, str, Fact]] = []

@@ -35,9 +35,13 @@ class LevelSpec:
     n_turns: int
     """User→assistant turns (each one user message, then reasoning, tool outputs, a reply)."""
     n_subjects: int
-    """Subjects the user deals with (each with 1-3 stated properties: the facts)."""
+    """Subjects the user deals with (each with 2-3 stated properties: the facts), at most as
+    many as the chosen threads hold."""
     n_threads: int
-    """Threads of life the subjects come from (home, travel, work, ...)."""
+    """Threads of life the subjects come from (home, travel, work, ...). With the subjects,
+    this sets how many facts are said: on medium and hard, more than the budget can keep for
+    as long as a `soon` ask may reach back (`load.fresh_load`), so keeping the newest facts
+    loses most `soon` asks and only knowing which fresh facts are needed keeps them."""
     max_blocks: int
     """Cache budget in 16-token blocks."""
     p_later: float
@@ -154,11 +158,11 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
         ),
         "medium": LevelSpec(
             n_turns=150,
-            n_subjects=52,
-            n_threads=4,
+            n_subjects=60,
+            n_threads=6,
             max_blocks=16,
-            p_later=0.34,
-            p_soon=0.51,
+            p_later=0.3,
+            p_soon=0.45,
             p_signal=0.96,
             p_reask=0.5,
             p_update=0.2,
@@ -169,11 +173,11 @@ LEVELS: Mapping[str, LevelSpec] = MappingProxyType(
         ),
         "hard": LevelSpec(
             n_turns=150,
-            n_subjects=52,
-            n_threads=5,
+            n_subjects=62,
+            n_threads=6,
             max_blocks=16,
-            p_later=0.32,
-            p_soon=0.53,
+            p_later=0.28,
+            p_soon=0.45,
             p_signal=0.95,
             p_reask=0.35,
             p_update=0.3,

@@ -14,7 +14,7 @@ off by one. Questions never share a turn; a statement never sits on a question t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -132,8 +132,13 @@ class Planner:
                 self.soon(fact)
         for fact in facts:  # a statement never sits on a question turn
             for i, turn in enumerate(fact.said):
-                while turn in self.busy and turn > 0:
+                # nor on its previous value's turn: a message says an update after the value
+                # it replaces only by chance, and the answer key follows the plan's order
+                floor = fact.said[i - 1] + 1 if i else 0
+                while turn in self.busy and turn > floor:
                     turn -= 1
+                while turn in self.busy and turn < self.spec.n_turns - 1:
+                    turn += 1
                 fact.said[i] = turn
         for fact, ask in self.first_asks:  # placed from where the statement now sits
             turn = min(self.cue_turn(fact.said[0]), ask - 1)
@@ -148,6 +153,8 @@ class Planner:
                 fact.signals.append(
                     Signal(int(self.rng.integers(first, self.spec.n_turns)), "mention")
                 )
+        for fact in facts:
+            self.off_question_turns(fact)
         for fact in facts:
             assert all(a > fact.said[0] for a in fact.asks), "an ask before its statement"
         questions = {t: f.id for f in facts for t in f.asks}
@@ -244,6 +251,25 @@ class Planner:
         elif rng.random() < spec.p_update and fact.asks[-1] - fact.said[0] > 3:
             fact.values.append(self.values.draw(fact.prop))
             fact.said.append(int(rng.integers(fact.said[0] + 1, fact.asks[-1])))
+
+    def off_question_turns(self, fact: Fact) -> None:
+        """Move each of `fact`'s signals (but `again`, which a question carries) off question
+        turns to the nearest free turn, the earlier one on a tie; a signal of need stays
+        before the ask it announces, a closure after the subject's last ask. (Moving them
+        back only, as the conversation's build once did, pushed a signal days early where
+        questions follow one another.)"""
+        last = self.spec.n_turns - 1
+        for i, signal in enumerate(fact.signals):
+            if signal.kind == "again" or signal.turn not in self.busy:
+                continue
+            limit = last + 1
+            if signal.kind in FIRST_SIGNAL_KINDS:
+                limit = min((a for a in fact.asks if a > signal.turn), default=limit)
+            first = signal.turn + 1 if signal.kind == "close" else 1  # after the last ask
+            free = [t for t in range(first, max(first, limit)) if t not in self.busy]
+            if free:
+                near = min(free, key=lambda t: (abs(t - signal.turn), t))
+                fact.signals[i] = replace(signal, turn=near)
 
     def cue_turn(self, said: int) -> int:
         """The turn of a first signal about a fact said at `said`: `said` plus an offset drawn

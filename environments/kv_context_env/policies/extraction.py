@@ -123,14 +123,19 @@ def parse_message(message_index: int, text: str) -> list[Found]:
 
 
 def _statement_value(sentence: str, head: str) -> tuple[str, str] | None:
-    """(value class, value) of the first form of a class of `head`'s kind that matches."""
+    """(value class, value) of the first form of a class of `head`'s kind that matches. A
+    value that opens the sentence is read without its capital as well ("The 3rd of May is
+    ...", "Noon is ...": values are written in lower case where a sentence does not start)."""
     patterns = value_patterns()
+    uncapitalised = sentence[:1].lower() + sentence[1:]
     for name in sorted(_kind_classes()[head]):
         for form in _templates()[name]:
             match = form.search(sentence)
             if match is None:
                 continue
             shape = patterns[name].search(sentence, match.start(1))
+            if shape is None and match.start(1) == 0:
+                shape = patterns[name].search(uncapitalised)
             if shape is not None:
                 return name, shape.group(0)
     return None

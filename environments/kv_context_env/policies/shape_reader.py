@@ -58,6 +58,10 @@ class ShapeReader(SignalReader):
     aside: set[Key] = field(default_factory=set)
     asked_keys: set[Key] = field(default_factory=set)
     shape_pending: list[tuple[int, str]] = field(default_factory=list)
+    unheard_age: int = 0
+    """Only a fact said this turn counts as unheard (its own rules place what comes later)."""
+    talk_turns: int = -1
+    """No timeless-mention rule: telling a time from none is reading a time expression."""
 
     # --- the level's documented distributions -------------------------------------------
 

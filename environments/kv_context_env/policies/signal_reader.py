@@ -14,7 +14,10 @@ The rules (also in the docs' context page):
    subject is known by its words: the head noun phrase and the names before it ("Maya Demir's
    piano teacher": head "piano teacher", owner words "maya", "demir"). A sentence mentions the
    known subject whose words it shares most (its head, or an owner word just before the
-   head's last word; an owner word elsewhere adds to the head), when no other ties with it.
+   head's last word; an owner word elsewhere adds to the head), when no other ties with it;
+   a subject whose statements named no owner is mentioned by any name just before its head's
+   last word ("Ken's van" for "the removal van"), and the name becomes its owner word. A
+   question whose words fit two properties of its subject asks the one a fact was read for.
 3. Signals. A sentence that is not a statement and mentions a known subject ("Maya's
    teacher", "the piano teacher") is a signal about it; about one of
    its properties when it names one of the property's nouns. With a time ("in a bit",
@@ -23,11 +26,16 @@ The rules (also in the docs' context page):
    plan, a reminder, a to-do, a calendar line). Without a time, a closure word ("sorted",
    "cancelled", "called off", "no longer", "finished", ...) says it will not be. A sentence
    with a time in a question's message says the asked fact will be needed again then. A
-   signal said before its subject's first statement waits `PENDING_TURNS` turns for it.
+   sentence with neither says only that the subject was talked about. A signal (or such a
+   sentence) said before its subject's first statement waits `PENDING_TURNS` turns for it.
 4. Keeping. The asked fact first; then facts by expected turns until need (over what is left
    of the named window; "in a bit" = the rest of the current part of the day) times the blocks
    they take over the price of recalling them, while the budget lasts; a named time more than
-   a day past is forgotten; room left over goes to the newest facts with no named time.
+   a day past is forgotten. A fact with no signal yet counts `unheard_turns` in the turn it
+   was said and `unheard_step` more per turn after, up to `unheard_age` turns after it (a
+   first signal may come up to three turns after its statement), unless its subject was
+   talked about with no time named from three turns before the statement on (an aside
+   mostly is); room left over goes to the newest facts with no named time.
    Everything else is evicted; a question whose fact is not in view recalls the fact's latest
    statement by its own words.
 """
@@ -39,7 +47,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kv_context_env.generator.lexicon import lexicon
-from kv_context_env.readers.extractive import question_parts, split_sentences
+from kv_context_env.readers.extractive import STOP_WORDS, question_parts, split_sentences
 from kv_context_env.sim.episode import ContextEpisode, recall_latency_s
 from kv_context_env.vocabulary import Message
 from rubrics.context import RECALL_SLO_S
@@ -167,30 +175,50 @@ class Subject:
     def last(self) -> str:
         return self.head.split()[-1]
 
-    def score(self, low: str) -> float:
-        """How surely `low` (a lower-cased sentence) mentions it: 3 for the head, +2 when an
-        owner word is also there; 3.5 for an owner word right before the head's last word
-        ("maya's teacher", "the lisbon car"); else 0."""
+    def score(self, sentence: str) -> float:
+        """How surely `sentence` mentions it: 3 for the head, +2 when an owner word is also
+        there; 3.5 for an owner word right before the head's last word ("Maya's teacher",
+        "the Lisbon car"); when no owner word is known (its statements named none), 3 for a
+        name right before the head's last word ("Ken's van" for "the removal van"); else 0."""
+        low = sentence.lower()
         owner = any(re.search(rf"\b{re.escape(o)}\b", low) for o in self.owners)
         if re.search(rf"\b{re.escape(self.head)}\b", low):
             return 5.0 if owner else 3.0
         for o in self.owners:
             if re.search(rf"\b{re.escape(o)}(?:'s|')? {re.escape(self.last)}\b", low):
                 return 3.5
+        if not self.owners and self.named_owner(sentence) is not None:
+            return 3.0
         return 0.0
+
+    def named_owner(self, sentence: str) -> str | None:
+        """The name right before the head's last word in `sentence` ("Ken's van" -> "ken";
+        "the Leeds talk" -> "leeds"), or None: a capitalised word that is no function word
+        and no weekday."""
+        pattern = rf"\b([A-Z][a-z]+)(?:'s|')? {re.escape(self.last)}\b"
+        for match in re.finditer(pattern, sentence, re.IGNORECASE):
+            name = match.group(1)
+            low = name.lower()
+            if name[0].isupper() and low not in STOP_WORDS and low not in WEEKDAYS:
+                return low
+        return None
 
 
 def owner_words(sentence: str, head: str) -> set[str]:
     """The capitalised words just before `head` in `sentence` ("Maya Demir's piano teacher"
-    -> {"maya", "demir"}; "the Lisbon hotel" -> {"lisbon"})."""
+    -> {"maya", "demir"}; "the Lisbon hotel" -> {"lisbon"}), up to a clause mark ("Also,
+    Maya's") or a function word that is no possessive ("For Maya's")."""
     at = sentence.lower().find(head)
     if at < 0:
         return set()
     before = sentence[:at].split()[-3:]
     out = set()
     for word in reversed(before):
-        clean = word.removesuffix("'s").removesuffix("'").strip(",:;")
-        if not clean[:1].isupper() or clean.lower() in ("the", "a"):
+        if word[-1:] in ",:;":
+            break
+        possessive = word.endswith(("'s", "'"))
+        clean = word.removesuffix("'s").removesuffix("'")
+        if not clean[:1].isupper() or (not possessive and clean.lower() in STOP_WORDS):
             break
         out.add(clean.lower())
     return out
@@ -208,7 +236,14 @@ class SignalReader:
     """Expected turns until need of a fact whose named window has just passed unasked."""
     unheard_turns: float = 12.0
     """Expected turns until need of a fact said this turn with no signal yet (a reply or a
-    tool output later in the turn may still name its time)."""
+    tool output later in the turn may still name its time), unless its subject was talked
+    about with no time named (`talk_turns`)."""
+    unheard_age: int = 2
+    """Turns after its statement that a fact with no signal yet still counts as unheard: a
+    first signal comes up to three turns after its statement (`cue_turns`), the chance that
+    it still comes shrinking each turn."""
+    unheard_step: float = 6.0
+    """Turns added to `unheard_turns` per turn since the statement."""
     turn: int = 0
     day: int = -1
     weekday: int = 0
@@ -237,6 +272,13 @@ class SignalReader:
     size_aware: bool = True
     """Rank by turns until need times the blocks the fact takes (with `cost_aware`)."""
     turn_tokens: dict[int, int] = field(default_factory=dict)
+    talk_turns: int = 3
+    """A fact with no signal yet is not held as unheard once its subject was talked about
+    with no time named from this many turns before its statement on (-1: never)."""
+    talked: dict[str, int] = field(default_factory=dict)
+    """Subject head → the last turn it was talked about with no time and no closure."""
+    pending_talk: list[tuple[int, str]] = field(default_factory=list)
+    """Such sentences about no known subject yet: (turn, sentence)."""
 
     # --- days and times ---------------------------------------------------------------
 
@@ -384,6 +426,7 @@ class SignalReader:
                 subject.owners |= owner_words(sentence, f.key[0])
             if found:
                 self.retry_pending()
+                self.retry_pending_talk()
             if message.index == now and episode.pending_question is not None:
                 continue  # a question's message is read by `again_window`
             for sentence in sentences:
@@ -393,7 +436,10 @@ class SignalReader:
     def mentioned(self, sentence: str) -> str | None:
         """The known subject `sentence` mentions (the surest one, if one is surest)."""
         low = sentence.lower()
-        scored = sorted(((s.score(low), h) for h, s in self.subjects.items()), reverse=True)
+        scored = sorted(
+            ((s.score(sentence), h) for h, s in self.subjects.items() if s.last in low),
+            reverse=True,
+        )  # every way of mentioning a subject names its head's last word
         if not scored or scored[0][0] < MIN_MENTION:
             return None
         if len(scored) > 1 and scored[1][0] == scored[0][0]:
@@ -404,15 +450,42 @@ class SignalReader:
         window = self.window(sentence)
         low = sentence.lower()
         if window is None and not any(re.search(rf"\b{w}\b", low) for w in CLOSE_WORDS):
+            if self.talk_turns >= 0:
+                self.talk(sentence)
             return
         if not self.apply(sentence, window):
             self.pending.append((self.turn, sentence, window))
+
+    def talk(self, sentence: str) -> None:
+        """A sentence with no time and no closure: when it mentions a known subject, the
+        subject was talked about with no time of need named; else it waits `PENDING_TURNS`
+        turns for its subject."""
+        head = self.mentioned(sentence)
+        if head is None:
+            self.pending_talk.append((self.turn, sentence))
+        else:
+            self.talked[head] = self.turn
+
+    def retry_pending_talk(self) -> None:
+        keep = []
+        for turn, sentence in self.pending_talk:
+            if self.turn - turn > PENDING_TURNS:
+                continue
+            head = self.mentioned(sentence)
+            if head is None:
+                keep.append((turn, sentence))
+            else:
+                self.talked[head] = max(self.talked.get(head, turn), turn)
+        self.pending_talk = keep
 
     def apply(self, sentence: str, window: tuple[int, int] | None) -> bool:
         """Record a signal about the subject `sentence` mentions; False when none is known."""
         head = self.mentioned(sentence)
         if head is None:
             return False
+        subject = self.subjects[head]
+        if not subject.owners and (name := subject.named_owner(sentence)) is not None:
+            subject.owners.add(name)  # "Ken's van": the van is Ken's from now on
         if window is None:
             self.closed.add(head)
             return True
@@ -451,8 +524,9 @@ class SignalReader:
         classes, head, _ = question_parts(text)
         if head is None:
             return None
-        allowed = _kind_classes()[head]
-        return next(((head, c) for c in classes if c in allowed), None)
+        allowed = [c for c in classes if c in _kind_classes()[head]]
+        known = [c for c in allowed if (head, c) in self.facts]  # a tie: the one read of
+        return (head, (known or allowed)[0]) if allowed else None
 
     def again_window(self, text: str, question: str) -> tuple[int, int] | None:
         """When a question's message says the asked fact will be needed again: a sentence
@@ -511,12 +585,16 @@ class SignalReader:
             if self.turn - self.said_turn[k] < self.fresh_turns:
                 return (-1.0, -f.message_index)
             estimate = self.estimate(k)
+            age = self.turn - self.said_turn[k]
+            talked = self.talked.get(k[0], -1_000_000) >= self.said_turn[k] - self.talk_turns
             if (
                 estimate == float("inf")
-                and self.said_turn[k] == self.turn
+                and age <= self.unheard_age
                 and k[0] not in self.closed
+                and not (self.talk_turns >= 0 and talked)
             ):
-                estimate = self.unheard_turns  # its signal may still come later in this turn
+                # its signal may still come later in this turn or the next few
+                estimate = self.unheard_turns + age * self.unheard_step
             if estimate == float("inf"):  # no named time: after every named one, newest first
                 return (float("inf") if k[0] in self.closed else 1e9, -f.message_index)
             if not self.cost_aware:

@@ -12,9 +12,10 @@ a reader that understands the language of the conversation, not a parser of its 
 2. The property: the value classes whose cue words (each class's own cues, every noun used for
    it, the words of its question forms) the question shares most; a paraphrase ("How do I get
    hold of ...?") maps to a class ("phone") without repeating the statement's words.
-3. The candidates: visible declarative sentences (split at `.`, `!`, `?` + space and at line
-   breaks; questions skipped) that name the subject's head and hold a value of one of those
-   classes, in the shape the generator writes it (`VALUE_PATTERNS`).
+3. The candidates: visible declarative sentences (split at `.`, `!`, `?` + space, at such a
+   mark closed by a bracket ("(sorry!) Next ...") and at line breaks; questions skipped) that
+   name the subject's head and hold a value of one of those classes, in the shape the
+   generator writes it (`VALUE_PATTERNS`).
 4. The best: most other question words shared (a qualifier such as "Maya's"), then the latest
    in time: messages are labelled `role #index:` in the episode's visible text, and a recalled
    copy (`[recalled turn from message N]`) stands at message N, so an update that is still in
@@ -146,7 +147,10 @@ def question_parts(question: str) -> tuple[tuple[str, ...], str | None, frozense
     return classes, head, frozenset(words - every)
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][)\]])\s+(?![a-z])|\n+")
+"""A sentence ends at `.`, `!` or `?` and a space, at a closing bracket right after one and a
+space before anything but a lower-case word ("... tonight (sorry!) Next, ..."), and at a line
+break."""
 _HEAD = re.compile(r"(?:^|\n)(?:system|user|assistant|tool) #(\d+): ")
 _RECALLED = re.compile(r"\[recalled turn from message (\d+)\]")
 
