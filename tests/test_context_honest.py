@@ -108,3 +108,18 @@ def test_the_reference_reads_signals_by_their_rules_not_a_phrase_list() -> None:
             any(head in key.split("|")[0].lower() for head in hits) for key in said.values()
         ) / len(said)
     assert linked["reference"] >= 0.9 and linked["closed"] < linked["reference"], linked
+
+
+def test_the_reference_links_a_mention_by_an_owner_it_never_read() -> None:
+    """A subject said as "the puppy class" is mentioned by "the Graz class' venue" when no other
+    known subject's head ends in "class"; with two such subjects the mention is left unread."""
+    from kv_context_env.policies.signal_reader import SignalReader, Subject
+
+    reader = SignalReader()
+    reader.subjects["puppy class"] = Subject("puppy class")
+    reader.subjects["vendor"] = Subject("vendor")
+    sentence = "The Graz class' venue is what I'll be after tomorrow afternoon."
+    assert reader.mentioned(sentence) == "puppy class"
+    assert reader.mentioned("The class is what I'll be after tomorrow.") is None
+    reader.subjects["pottery class"] = Subject("pottery class")
+    assert reader.mentioned(sentence) is None
