@@ -123,3 +123,31 @@ def test_the_reference_links_a_mention_by_an_owner_it_never_read() -> None:
     assert reader.mentioned("The class is what I'll be after tomorrow.") is None
     reader.subjects["pottery class"] = Subject("pottery class")
     assert reader.mentioned(sentence) is None
+
+
+def test_the_reference_reads_a_named_day_against_the_days_as_they_run() -> None:
+    """A time named in days ("on Wednesday evening") is read again as the days run: when the
+    days turn out longer than expected, the fact is still needed until Wednesday has come and
+    gone, however many turns that takes."""
+    from kv_context_env.policies.signal_reader import SignalReader, Window
+
+    reader = SignalReader()
+    reader.open_day(0, 0)  # Monday, the first day
+    window = reader.window("I'll need the plumber's quote on Wednesday evening.")
+    assert isinstance(window, Window) and (window.day, window.part) == (2, 2)
+    reader.need[("plumber", "money")] = window
+    last = window[1]
+    reader.turn = last + 2 * 8  # two days past the turns first expected, and only Tuesday
+    reader.open_day(1)
+    tuesday = reader.estimate(("plumber", "money"))
+    assert tuesday < float("inf")
+    reader.turn += 8
+    reader.open_day(2)  # Wednesday morning: the evening is still to come
+    assert reader.estimate(("plumber", "money")) < tuesday
+    reader.turn = 90
+    reader.open_day(3)  # Thursday morning: Wednesday evening has just gone
+    assert reader.estimate(("plumber", "money")) == reader.overdue_turns
+    for turn, weekday in ((110, 4), (130, 5)):  # Friday, Saturday: more than a day past
+        reader.turn = turn
+        reader.open_day(weekday)
+    assert reader.estimate(("plumber", "money")) == float("inf")

@@ -30,8 +30,10 @@ The rules (also in the docs' context page):
    sentence) said before its subject's first statement waits `PENDING_TURNS` turns for it.
 4. Keeping. The asked fact first; then facts by expected turns until need (over what is left
    of the named window; "in a bit" = the rest of the current part of the day) times the blocks
-   they take over the price of recalling them, while the budget lasts; a named time more than
-   a day past is forgotten. A fact with no signal yet counts `unheard_turns` in the turn it
+   they take over the price of recalling them, while the budget lasts; a named day and part
+   are read again as the days run (days and their parts vary in length, so the turns first
+   expected for "Thursday evening" say little a few days on), and a named time more than a
+   day past is forgotten. A fact with no signal yet counts `unheard_turns` in the turn it
    was said and `unheard_step` more per turn after, up to `unheard_age` turns after it (a
    first signal may come up to three turns after its statement), unless its subject was
    talked about with no time named from three turns before the statement on (an aside
@@ -97,6 +99,20 @@ _NUMBER = r"(\d+|" + "|".join(NUMBERS) + r")"
 _SOON = re.compile(
     r"\b(?:in a bit|shortly|later today|later on|in an hour|before long|a bit later)\b"
 )
+
+
+class Window(tuple[int, int]):
+    """The turns (first, last) a signal's time names, as expected when it was read, with the
+    day and part of the day it named (part -1: the whole day), so the expectation can be read
+    again as the days run."""
+
+    day: int
+    part: int
+
+    def __new__(cls, first: int, last: int, day: int, part: int) -> Window:
+        window = super().__new__(cls, (first, last))
+        window.day, window.part = day, part
+        return window
 
 
 def _number(word: str) -> int:
@@ -375,7 +391,31 @@ class SignalReader:
         if day == today and part < 0:
             part = self.part
         first, last = self.part_window(day, part)
-        return max(first, self.turn + 1), max(last, self.turn + 1)
+        return Window(max(first, self.turn + 1), max(last, self.turn + 1), day, part)
+
+    def slot_window(self, window: Window) -> tuple[int, int] | None:
+        """The turns of `window`'s named day and part as the conversation stands now (days and
+        parts run longer or shorter than they were expected to when it was named); None once
+        they are past (`overdue_window`)."""
+        now = max(self.day, 0) * len(PARTS) + self.part
+        if window.day * len(PARTS) + (window.part if window.part >= 0 else 0) > now:
+            first, last = self.part_window(window.day, window.part)
+            return max(first, self.turn + 1), max(last, self.turn + 1)
+        end = window.day * len(PARTS) + (window.part if window.part >= 0 else len(PARTS) - 1)
+        if end >= now:  # the named part (or day) is under way
+            return self.part_window(window.day, window.part if window.part >= 0 else -1)
+        return None
+
+    def overdue(self, window: Window) -> float:
+        """Turns since the named day and part ended, counted in parts of a day seen so far."""
+        now = max(self.day, 0) * len(PARTS) + self.part
+        end = window.day * len(PARTS) + (window.part if window.part >= 0 else len(PARTS) - 1)
+        past = now - end - 1  # whole parts between the named one and the current one
+        return (
+            self.turn
+            - self.part_started
+            + sum(self.part_turns((self.part - 1 - i) % len(PARTS)) for i in range(past))
+        )
 
     def open_day(self, weekday: int, day: int | None = None) -> None:
         """A day opens this turn on `weekday` (`day`: its number, where the opening names it)."""
@@ -552,6 +592,14 @@ class SignalReader:
         window = self.need.get(key, self.need.get((head, "*")))
         if window is None:
             return float("inf")
+        if isinstance(window, Window):  # a named day and part: read against the day now
+            now = self.slot_window(window)
+            if now is None:
+                since = self.overdue(window)
+                if since > self.grace_days * self.day_turns():
+                    return float("inf")
+                return self.overdue_turns + since
+            window = now
         first, last = window
         if self.turn > last + self.grace_days * self.day_turns():
             return float("inf")
