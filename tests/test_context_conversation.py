@@ -506,3 +506,10 @@ def test_the_parser_reads_a_value_that_opens_its_sentence() -> None:
     [found] = parse_message(1, text)
     assert found.key == ("broadband installer", "when")
     assert found.value == "the 12th of February at 10:45"
+
+
+def test_reader_reads_a_value_that_opens_its_sentence() -> None:
+    """A value written first carries the sentence's capital ("The 15th of June is ...")."""
+    text = "user #3: The 15th of June is Elsa Stone's tax return's deadline, apparently."
+    question = "Quick one: which date did Elsa Stone's tax return land on?"
+    assert "15th of June" in extractive_answer(text, question)

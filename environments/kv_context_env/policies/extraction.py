@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from functools import cache
 
 from kv_context_env.generator.lexicon import lexicon
-from kv_context_env.readers.extractive import question_parts, split_sentences, value_patterns
+from kv_context_env.readers.extractive import (
+    question_parts,
+    split_sentences,
+    uncapitalised,
+    value_patterns,
+)
 from kv_context_env.sim.episode import ContextEpisode
 from kv_context_env.vocabulary import Conversation
 
@@ -127,7 +132,6 @@ def _statement_value(sentence: str, head: str) -> tuple[str, str] | None:
     value that opens the sentence is read without its capital as well ("The 3rd of May is
     ...", "Noon is ...": values are written in lower case where a sentence does not start)."""
     patterns = value_patterns()
-    uncapitalised = sentence[:1].lower() + sentence[1:]
     for name in sorted(_kind_classes()[head]):
         for form in _templates()[name]:
             match = form.search(sentence)
@@ -135,7 +139,7 @@ def _statement_value(sentence: str, head: str) -> tuple[str, str] | None:
                 continue
             shape = patterns[name].search(sentence, match.start(1))
             if shape is None and match.start(1) == 0:
-                shape = patterns[name].search(uncapitalised)
+                shape = patterns[name].search(uncapitalised(sentence))
             if shape is not None:
                 return name, shape.group(0)
     return None

@@ -15,7 +15,8 @@ a reader that understands the language of the conversation, not a parser of its 
 3. The candidates: visible declarative sentences (split at `.`, `!`, `?` + space, at such a
    mark closed by a bracket ("(sorry!) Next ...") and at line breaks; questions skipped) that
    name the subject's head and hold a value of one of those classes, in the shape the
-   generator writes it (`VALUE_PATTERNS`).
+   generator writes it (`VALUE_PATTERNS`; a value that opens the sentence is matched without
+   its capital as well: "Noon is ...", "The 3rd of May is ...").
 4. The best: most other question words shared (a qualifier such as "Maya's"), then the latest
    in time: messages are labelled `role #index:` in the episode's visible text, and a recalled
    copy (`[recalled turn from message N]`) stands at message N, so an update that is still in
@@ -43,6 +44,7 @@ __all__ = [
     "extractive_reader",
     "question_parts",
     "split_sentences",
+    "uncapitalised",
 ]
 
 NO_ANSWER = "I don't know."
@@ -155,6 +157,12 @@ _HEAD = re.compile(r"(?:^|\n)(?:system|user|assistant|tool) #(\d+): ")
 _RECALLED = re.compile(r"\[recalled turn from message (\d+)\]")
 
 
+def uncapitalised(sentence: str) -> str:
+    """`sentence` with its first letter lower-cased: a value that opens a sentence ("Noon is
+    ...", "The 3rd of May is ...") carries a capital its shape (`VALUE_PATTERNS`) does not."""
+    return sentence[:1].lower() + sentence[1:]
+
+
 def split_sentences(text: str) -> list[str]:
     """Non-empty, stripped sentences of `text`, in order."""
     return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
@@ -183,7 +191,10 @@ def extractive_answer(visible_text: str, question: str) -> str:
         for order, sentence in enumerate(sentences):
             if sentence.endswith("?") or head not in sentence.lower():
                 continue
-            if not any(patterns[c].search(sentence) for c in classes):
+            opening = uncapitalised(sentence)
+            if not any(
+                patterns[c].search(sentence) or patterns[c].search(opening) for c in classes
+            ):
                 continue
             key = (len(stems(sentence) & others), position, order)
             if best_key is None or key >= best_key:
