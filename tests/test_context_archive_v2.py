@@ -24,13 +24,13 @@ from rubrics.context import RECALL_SLO_S, context_score
 
 
 def _find(level: str, kind: str) -> tuple[Conversation, Question]:
-    """The first question of `kind`: a question level (`later`, `updated`, ...) or `tool`
-    (its statement is in a tool output)."""
+    """The first question of `kind`: a question level (`later`, `updated`, ...), `tool` (its
+    statement is in a tool output) or `reasoning` (in the assistant's reasoning)."""
     for seed in range(50):
         conversation = generate_conversation(seed, level)
         for question in conversation.questions:
-            said_in = conversation.messages[question.facts[0].message_index].role
-            if question.level == kind or (kind == "tool" and said_in == "tool"):
+            said_in = conversation.messages[question.facts[0].message_index]
+            if question.level == kind or kind in (said_in.role, said_in.kind):
                 return conversation, question
     raise AssertionError(f"no {kind} question")
 
@@ -54,6 +54,24 @@ def test_tool_output_is_archived_with_its_turn_and_recalled() -> None:
         assert not names_value(stored[0].user_text + stored[0].assistant_text, value)
         found = episode.archive.recall(question.text, k=len(episode.archive.turns()))
         assert stored[0].user_index in [t.user_index for t in found]
+
+
+def test_reasoning_is_archived_with_its_turn_and_recalled() -> None:
+    """A fact worked out in the assistant's reasoning is not lost with its blocks: the span is
+    archived with its turn, and a recall of it brings it back in the copy, before the reply."""
+    conversation, question = _find("hard", "reasoning")
+    value = question.values[0]
+    with ContextEpisode(conversation) as episode:
+        _until(episode, len(conversation.messages) - 1)
+        stored = [t for t in episode.archive.turns() if names_value(t.reasoning_text, value)]
+        assert stored, "the reasoning's turn is archived with its reasoning"
+        assert not names_value(stored[0].user_text + stored[0].assistant_text, value)
+        span = question.facts[0]
+        statement = conversation.messages[span.message_index].text[span.start : span.end]
+        episode.recall(statement, k=len(episode.archive.turns()))
+        copies = [episode.cache.message(i).text for i in episode.recalled_copies]
+        (copy,) = [c for c in copies if f"message {stored[0].user_index}]" in c]
+        assert copy.index("Reasoning: ") < copy.index(statement) < copy.index("\nAssistant: ")
 
 
 def test_recall_ranks_by_the_query_alone_and_the_reader_places_copies_in_time() -> None:

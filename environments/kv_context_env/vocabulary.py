@@ -146,3 +146,5 @@ class ArchivedTurn:
     assistant_text: str
     tool_text: str = ""
     """The turn's tool outputs, joined by blank lines (archived with the turn)."""
+    reasoning_text: str = ""
+    """The assistant's reasoning spans in the turn, joined by blank lines (archived with it)."""

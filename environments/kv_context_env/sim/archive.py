@@ -11,8 +11,9 @@ Storage contract:
   index kept in sync by triggers in the same transaction) are committed together or not at all.
 - `UNIQUE(episode, user_index)`: archiving the same turn again is a no-op that returns False.
 
-A column beyond the TensorRT-LLM design's turn row: `tool_text`, the turn's tool outputs (indexed
-for recall like the user and assistant text: a fact read from a file is found again).
+Columns beyond the TensorRT-LLM design's turn row: `tool_text`, the turn's tool outputs, and
+`reasoning_text`, the assistant's reasoning spans in the turn (indexed for recall like the user
+and assistant text: a fact read from a file, or worked out in the reasoning, is found again).
 
 Storage failures: a full disk, an I/O error or a file that cannot be opened raises
 `ArchiveWriteError` (an OSError naming the file and the reason: "database or disk is full"),
@@ -43,19 +44,22 @@ CREATE TABLE IF NOT EXISTS turns (
     user_text TEXT NOT NULL,
     assistant_text TEXT NOT NULL,
     tool_text TEXT NOT NULL DEFAULT '',
+    reasoning_text TEXT NOT NULL DEFAULT '',
     archived_step INTEGER NOT NULL,
     UNIQUE (episode, user_index)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS turns_fts USING fts5(
-    user_text, assistant_text, tool_text, content='turns', content_rowid='id'
+    user_text, assistant_text, tool_text, reasoning_text, content='turns', content_rowid='id'
 );
 CREATE TRIGGER IF NOT EXISTS turns_fts_insert AFTER INSERT ON turns BEGIN
-    INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text)
-    VALUES (new.id, new.user_text, new.assistant_text, new.tool_text);
+    INSERT INTO turns_fts(rowid, user_text, assistant_text, tool_text, reasoning_text)
+    VALUES (new.id, new.user_text, new.assistant_text, new.tool_text, new.reasoning_text);
 END;
 CREATE TRIGGER IF NOT EXISTS turns_fts_delete AFTER DELETE ON turns BEGIN
-    INSERT INTO turns_fts(turns_fts, rowid, user_text, assistant_text, tool_text)
-    VALUES ('delete', old.id, old.user_text, old.assistant_text, old.tool_text);
+    INSERT INTO turns_fts(turns_fts, rowid, user_text, assistant_text, tool_text, reasoning_text)
+    VALUES (
+        'delete', old.id, old.user_text, old.assistant_text, old.tool_text, old.reasoning_text
+    );
 END;
 """
 
@@ -96,9 +100,9 @@ def storage_errors(path: str | Path) -> Iterator[None]:
         raise ArchiveWriteError(_STORAGE_ERRNOS[code & 0xFF], str(error), str(path)) from None
 
 
-def _turn(row: tuple[int, int, str, str, str]) -> ArchivedTurn:
-    u, a, user, assistant, tool = row
-    return ArchivedTurn(u, a, user, assistant, tool)
+def _turn(row: tuple[int, int, str, str, str, str]) -> ArchivedTurn:
+    u, a, user, assistant, tool, reasoning = row
+    return ArchivedTurn(u, a, user, assistant, tool, reasoning)
 
 
 class TurnArchive:
@@ -133,8 +137,8 @@ class TurnArchive:
         try:
             rows = db.execute(
                 "INSERT INTO turns (episode, user_index, assistant_index, user_text,"
-                " assistant_text, tool_text, archived_step)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " assistant_text, tool_text, reasoning_text, archived_step)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (episode, user_index) DO NOTHING RETURNING id",
                 (
                     self.episode,
@@ -143,6 +147,7 @@ class TurnArchive:
                     turn.user_text,
                     turn.assistant_text,
                     turn.tool_text,
+                    turn.reasoning_text,
                     step,
                 ),
             ).fetchall()
@@ -164,7 +169,7 @@ class TurnArchive:
         with storage_errors(self.path):
             rows = self._db.execute(
                 "SELECT t.user_index, t.assistant_index, t.user_text, t.assistant_text,"
-                " t.tool_text"
+                " t.tool_text, t.reasoning_text"
                 " FROM turns_fts JOIN turns AS t ON t.id = turns_fts.rowid"
                 " WHERE turns_fts MATCH ? AND t.episode = ?"
                 " ORDER BY bm25(turns_fts), t.user_index LIMIT ?",
@@ -182,7 +187,8 @@ class TurnArchive:
     def turns(self) -> list[ArchivedTurn]:
         """Every turn of this episode, by user index."""
         rows = self._db.execute(
-            "SELECT user_index, assistant_index, user_text, assistant_text, tool_text"
+            "SELECT user_index, assistant_index, user_text, assistant_text, tool_text,"
+            " reasoning_text"
             " FROM turns WHERE episode = ? ORDER BY user_index",
             (self.episode,),
         ).fetchall()

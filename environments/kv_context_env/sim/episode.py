@@ -393,8 +393,11 @@ class ContextEpisode:
             self._recalled[turn.user_index] = self.cache.n_messages
             self._copies.append(self.cache.n_messages)
             head = f"{RECALLED_HEAD} {turn.user_index}]"
+            reasoning = f"\nReasoning: {turn.reasoning_text}" if turn.reasoning_text else ""
             tool = f"\nTool: {turn.tool_text}" if turn.tool_text else ""
-            text = f"{head} User: {turn.user_text}{tool}\nAssistant: {turn.assistant_text}"
+            text = (
+                f"{head} User: {turn.user_text}{reasoning}{tool}\nAssistant: {turn.assistant_text}"
+            )
             message = Message(
                 index=self.cache.n_messages,
                 role="user",

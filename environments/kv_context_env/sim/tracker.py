@@ -34,9 +34,10 @@ Generalised (an agent can evict any block, not only the oldest): an assistant in
 is still resident is archived now too. Otherwise the turn would be lost when the user goes
 later, since the assistant would no longer be there to pair with.
 
-Tool outputs (issue 16): a tool message that arrives while a turn waits for its answer belongs
-to that turn and is archived with it (`ArchivedTurn.tool_text`), so a fact read from a file
-can be recalled. It is an extra column of the turn row; the phases above are unchanged (a tool
+Tool outputs and reasoning: a tool message or a reasoning span that arrives while a turn waits
+for its answer belongs to that turn and is archived with it (`ArchivedTurn.tool_text`,
+`ArchivedTurn.reasoning_text`), so a fact read from a file or worked out in the reasoning can be
+recalled. It is an extra column of the turn row; the phases above are unchanged (a tool
 message leaving the cache archives nothing by itself).
 
 Guarantee: after every event, and after `flush`, the archived turns are exactly the complete
@@ -121,8 +122,8 @@ class ContextTracker:
         self.archivals: list[Archival] = []
         """Every turn archived, in archival order."""
         self._archived_users: set[int] = set()
-        self._tools: dict[int, list[int]] = {}
-        """User index → the tool messages of its turn, in order."""
+        self._inner: dict[int, list[int]] = {}
+        """User index → the tool messages and reasoning spans of its turn, in order."""
         self._turn_of: dict[int, int] = {}
         """Message index → the user index of the turn it belongs to."""
 
@@ -147,8 +148,8 @@ class ContextTracker:
             self._turn_of[message.index] = message.index
         elif self._awaiting is not None and message.kind != "recalled":
             self._turn_of[message.index] = self._awaiting
-            if message.role == "tool":
-                self._tools.setdefault(self._awaiting, []).append(message.index)
+            if message.role == "tool" or message.kind == "reasoning":
+                self._inner.setdefault(self._awaiting, []).append(message.index)
         if is_turn_answer(message) and self._awaiting is not None:
             self._answer[self._awaiting] = message.index
             self._question[message.index] = self._awaiting
@@ -246,13 +247,14 @@ class ContextTracker:
         assert u not in self._archived_users, f"turn {u}->{a} archived twice ({phase})"
         self._archived_users.add(u)
         user, assistant = self._messages[u], self._messages[a]
-        tools = "\n\n".join(self._messages[t].text for t in self._tools.get(u, ()))
+        inner = [self._messages[i] for i in self._inner.get(u, ())]
         turn = ArchivedTurn(
             user_index=u,
             assistant_index=a,
             user_text=user.text,
             assistant_text=assistant.text,
-            tool_text=tools,
+            tool_text="\n\n".join(m.text for m in inner if m.role == "tool"),
+            reasoning_text="\n\n".join(m.text for m in inner if m.kind == "reasoning"),
         )
         self.archivals.append(Archival(turn=turn, step=step, phase=phase))
         if self.sink is not None:
