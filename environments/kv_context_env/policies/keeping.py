@@ -97,13 +97,27 @@ def history_text(episode: ContextEpisode) -> str:
     )
 
 
-def recall_on_demand(episode: ContextEpisode) -> None:
+def recall_on_demand(episode: ContextEpisode) -> str | None:
     """When a question arrives: the sentence the reader would answer with if the whole history
-    were visible; if it is not visible now, `recall` with its words."""
+    were visible; if it is not visible now, `recall` with its words. Returns that sentence
+    (None when there is no question or the history holds no answer)."""
     question = episode.pending_question
     if question is None:
-        return
+        return None
     wanted = extractive_answer(history_text(episode), question.text)
-    if wanted == NO_ANSWER or wanted in episode.visible_text():
-        return
-    episode.recall(wanted)
+    if wanted == NO_ANSWER:
+        return None
+    if wanted not in episode.visible_text():
+        episode.recall(wanted)
+    return wanted
+
+
+def find_visible(episode: ContextEpisode, text: str) -> Where | None:
+    """Where `text` is visible in the cache now, newest message first (None if nowhere)."""
+    cache = episode.cache
+    active = cache.active_flags()
+    for index in range(cache.n_messages - 1, -1, -1):
+        at = cache.message(index).text.find(text)
+        if at >= 0 and visible(episode, (index, at, at + len(text)), active):
+            return index, at, at + len(text)
+    return None

@@ -1,60 +1,78 @@
-"""A learned probe of "will this sentence be asked about?": logistic regression on TF-IDF word
-and bigram features of a sentence plus its position, recency and role, trained on generated
-episodes disjoint from the test seeds (scikit-learn, the `probe` extra). `validate` reports
-its held-out AUC and plays it as a policy: keep the highest-scoring sentences the budget
-allows, recall on demand.
+"""A learned probe of "will this fact be asked about again?", built as an outsider would build
+it from examples alone (no phrase list, no answer key at play time): logistic regression on
+sparse features of each sentence that holds a value, trained on generated episodes disjoint
+from the test seeds (scikit-learn, the `probe` extra). `validate` reports its held-out AUC and
+plays it as a policy: keep the sentences it scores highest as far as the budget allows, and
+at a question recall the answer on demand and keep it first.
 
-A sentence at decision time t is positive when it holds the answer of a question asked after t.
-Each sentence is seen at one sampled time between its arrival and the end of the episode
-(recency varies); sentences without a value-shaped token are kept at one in five (they are
-never positive, and most of the text).
+The features of a sentence at decision time t (each a token of one bag):
+- its own words and word bigrams and trigrams, and its role;
+- the words and bigrams of its *neighbours*: the sentences that share a rare word with it
+  (a word in under `RARE_SHARE` of the training sentences: a name, a place, an uncommon noun),
+  said up to `BEFORE_TURNS` turns before it or at any time after it up to t, apart for
+  before and after; each neighbour word after it also crossed with the turns since the
+  sentence was said (log buckets), so that "tomorrow" said two turns ago and "tomorrow" said
+  twelve turns ago weigh differently;
+- how many neighbours came before and after, how many of those after were questions (the
+  subject was asked about), each crossed with the turns since, and the turns since alone.
+
+A sentence at decision time t is positive when it holds the answer of a question asked after
+t. Each sentence holding a value is seen at `SAMPLES` times drawn between its arrival and the
+end of the episode; sentences without a value are never candidates (they never answer).
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kv_context_env.generator.conversation import generate_conversation
-from kv_context_env.readers.extractive import value_patterns
+from kv_context_env.readers.extractive import split_sentences, value_patterns
 from kv_context_env.sim.episode import ContextEpisode
 from kv_context_env.vocabulary import Conversation
 
 from .baselines import ContextPolicy
-from .keeping import evict_except, fill, recall_on_demand, span_blocks
+from .keeping import evict_except, fill, find_visible, locate, recall_on_demand, span_blocks
 
-ROLES = ("user", "assistant", "tool")
-POSITION_SCALE = 150.0
-"""Turns that map position to 1."""
-RECENCY_SCALE = 50.0
-"""Turns that map recency to 1."""
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-NEGATIVE_SHARE = 0.2
+BEFORE_TURNS = 3
+"""A neighbour said before the sentence counts up to this many turns before it."""
+RARE_SHARE = 0.01
+"""A word links sentences when under this share of the training sentences hold it."""
+SAMPLES = 3
+"""Decision times drawn per sentence holding a value."""
+HORIZON_TURNS = 12
+"""A sentence is positive when a question asks it within this many turns of the decision."""
+MIN_COUNT = 2
+"""A feature seen in fewer training examples is dropped."""
+_WORD = re.compile(r"[a-z][a-z']+")
+_DIGITISH = re.compile(r"[\d£$€@]")
+_RECALLED = re.compile(r"\[recalled turn from message (\d+)\]")
 
 
 def _sklearn() -> tuple[object, object, object]:
     try:
-        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.feature_extraction.text import CountVectorizer
         from sklearn.linear_model import LogisticRegression
         from sklearn.metrics import roc_auc_score
     except ImportError as error:  # pragma: no cover - depends on the install
         raise ImportError(
             "the probe needs scikit-learn: `uv sync --extra probe` (it is in the dev group)"
         ) from error
-    return TfidfVectorizer, LogisticRegression, roc_auc_score
+    return CountVectorizer, LogisticRegression, roc_auc_score
 
 
 def sentences(text: str) -> Iterable[tuple[int, int, str]]:
-    """(start, end, text) of each sentence or line of `text`."""
-    for match in _SENTENCE.finditer(text):
-        if match.group(0).strip():
-            yield match.start(), match.end(), match.group(0).strip()
-
-
-_DIGITISH = re.compile(r"[\d£$€@]")
+    """(start, end, text) of each sentence of `text`, as the extractive reader splits it."""
+    at = 0
+    for sentence in split_sentences(text):
+        start = text.find(sentence, at)
+        at = start + len(sentence)
+        yield start, at, sentence
 
 
 def _has_value(text: str) -> bool:
@@ -65,7 +83,118 @@ def _has_value(text: str) -> bool:
     return any(patterns[c].search(text) for c in ("person", "place", "choice", "day"))
 
 
-def user_turns(conversation: Conversation) -> list[int]:
+def _bucket(turns: int) -> int:
+    """Log bucket of a count of turns: 0, 1, 2-3, 4-7, 8-15, ..."""
+    return 0 if turns <= 0 else 1 + int(math.log2(turns))
+
+
+def _grams(words: Sequence[str], most: int) -> list[str]:
+    return [
+        "_".join(words[i : i + n]) for n in range(1, most + 1) for i in range(len(words) - n + 1)
+    ]
+
+
+@dataclass(frozen=True)
+class Said:
+    """One sentence as the probe reads it."""
+
+    message: int
+    """Conversation message index."""
+    start: int
+    end: int
+    turn: int
+    """User turns before it (from 0)."""
+    role: str
+    words: tuple[str, ...]
+    question: bool
+    valued: bool
+
+
+def read_message(index: int, role: str, text: str, turn: int) -> list[Said]:
+    return [
+        Said(
+            index,
+            start,
+            end,
+            turn,
+            role,
+            tuple(_WORD.findall(sentence.lower())),
+            sentence.endswith("?"),
+            _has_value(sentence) and not sentence.endswith("?"),
+        )
+        for start, end, sentence in sentences(text)
+    ]
+
+
+@dataclass
+class Reading:
+    """Every sentence read so far, and which sentences each rare word links."""
+
+    rare: frozenset[str] | None
+    """The words that link (None while counting training sentences: every word)."""
+    said: list[Said] = field(default_factory=list)
+    by_word: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, sentence: Said) -> int:
+        k = len(self.said)
+        self.said.append(sentence)
+        for word in set(sentence.words):
+            if self.rare is None or word in self.rare:
+                self.by_word[word].append(k)
+        return k
+
+    def features(self, k: int, now_message: int, now_turn: int) -> str:
+        """The bag of feature tokens of sentence `k` when message `now_message` (at turn
+        `now_turn`) has been read."""
+        s = self.said[k]
+        since = _bucket(now_turn - s.turn)
+        out = [f"s:{g}" for g in _grams(s.words, 3)]
+        out += [f"role:{s.role}", f"r{since}", f"role:{s.role}r{since}"]
+        if since <= 3:  # a fact just said: what it says matters for a soon ask
+            out += [f"s{since}:{w}" for w in s.words]
+        linked: set[int] = set()
+        assert self.rare is not None
+        for word in set(s.words) & self.rare:
+            linked.update(self.by_word.get(word, ()))
+        before = after = asked = 0
+        for j in sorted(linked):
+            o = self.said[j]
+            if j == k or o.message > now_message:
+                continue
+            if o.message <= s.message:
+                if o.turn < s.turn - BEFORE_TURNS:
+                    continue
+                before += 1
+                out += [f"b:{g}" for g in _grams(o.words, 2)]
+                continue
+            after += 1
+            asked += o.question
+            out += [f"a:{g}" for g in _grams(o.words, 2)]
+            out += [f"a{since}:{w}" for w in o.words]
+        out += [f"nb{min(before, 4)}", f"na{min(after, 6)}", f"na{min(after, 6)}r{since}"]
+        out += [f"q{min(asked, 3)}", f"q{min(asked, 3)}r{since}"]
+        return " ".join(out)
+
+
+def _rare_words(conversations: Sequence[Conversation]) -> frozenset[str]:
+    counts: dict[str, int] = defaultdict(int)
+    total = 0
+    for conversation in conversations:
+        for message in conversation.messages:
+            for _, _, sentence in sentences(message.text):
+                total += 1
+                for word in set(_WORD.findall(sentence.lower())):
+                    counts[word] += 1
+    return frozenset(w for w, c in counts.items() if c < RARE_SHARE * total)
+
+
+@dataclass(frozen=True)
+class Example:
+    features: str
+    label: bool
+
+
+def _turns(conversation: Conversation) -> list[int]:
     """The turn of every message (user messages counted up to it, from 0)."""
     out, turn = [], -1
     for message in conversation.messages:
@@ -75,134 +204,108 @@ def user_turns(conversation: Conversation) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
-class Example:
-    text: str
-    position: float
-    recency: float
-    role: str
-    label: bool
-
-
-def examples(conversation: Conversation, rng: np.random.Generator) -> list[Example]:
-    """One example per sentence (filler sentences subsampled), at a sampled decision time."""
-    turns = user_turns(conversation)
-    asks: dict[int, list[tuple[int, int, int]]] = {}
+def examples(
+    conversation: Conversation, rare: frozenset[str], rng: np.random.Generator
+) -> list[Example]:
+    """`SAMPLES` examples per sentence holding a value, each at a decision time drawn between
+    its arrival and the end of the episode."""
+    turns = _turns(conversation)
+    asked: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for q in conversation.questions:
-        span = q.facts[0]
-        asks.setdefault(span.message_index, []).append((span.start, span.end, q.message_index))
+        for span in q.facts:
+            asked[span.message_index].append((span.start, span.end, q.message_index))
+    reading = Reading(rare)
+    for message in conversation.messages:
+        if message.role != "system":
+            for s in read_message(message.index, message.role, message.text, turns[message.index]):
+                reading.add(s)
     n = len(conversation.messages)
     out = []
-    for i, message in enumerate(conversation.messages):
-        if message.role == "system" or message.kind == "question":
+    for k, s in enumerate(reading.said):
+        if not s.valued:
             continue
-        for start, end, text in sentences(message.text):
-            valued = _has_value(text)
-            if not valued and rng.random() >= NEGATIVE_SHARE:
-                continue
-            when = int(rng.integers(i, n))
-            label = any(a < end and start < b and q > when for a, b, q in asks.get(i, ()))
-            out.append(
-                Example(
-                    text,
-                    turns[i] / POSITION_SCALE,
-                    (turns[when] - turns[i]) / RECENCY_SCALE,
-                    message.role,
-                    label,
-                )
+        for when in rng.integers(s.message, n, size=SAMPLES):
+            label = any(
+                a < s.end and s.start < b and when < q and turns[q] - turns[when] <= HORIZON_TURNS
+                for a, b, q in asked.get(s.message, ())
             )
+            out.append(Example(reading.features(k, int(when), turns[int(when)]), label))
     return out
 
 
 @dataclass
 class Probe:
-    """The fitted probe: `score(texts, positions, recencies, roles)` → log-odds."""
+    """The fitted probe: `scores(bags)` → log-odds of "asked after now"."""
 
+    rare: frozenset[str]
     vectorizer: object
     model: object
 
-    def matrix(self, rows: Sequence[Example]):  # type: ignore[no-untyped-def]
-        from scipy import sparse
-
-        text = self.vectorizer.transform([r.text for r in rows])  # type: ignore[attr-defined]
-        numeric = np.array(
-            [[r.position, r.recency, *(r.role == role for role in ROLES)] for r in rows],
-            dtype=float,
-        )
-        return sparse.hstack([text, sparse.csr_matrix(numeric)]).tocsr()
-
-    def text_scores(self, texts: Sequence[str]) -> np.ndarray:
-        """The text part of the log-odds (bias included)."""
-        weights = self.model.coef_[0]  # type: ignore[attr-defined]
-        vocab = self.vectorizer.transform(texts)  # type: ignore[attr-defined]
-        n_text = vocab.shape[1]
-        return vocab @ weights[:n_text] + self.model.intercept_[0]  # type: ignore[attr-defined]
-
-    def numeric_weights(self) -> np.ndarray:
-        """Weights of position, recency and the roles, in that order."""
-        weights = self.model.coef_[0]  # type: ignore[attr-defined]
-        return weights[-(2 + len(ROLES)) :]
+    def scores(self, bags: Sequence[str]) -> np.ndarray:
+        matrix = self.vectorizer.transform(bags)  # type: ignore[attr-defined]
+        return self.model.decision_function(matrix)  # type: ignore[attr-defined]
 
 
 def train_probe(seeds: Iterable[int], levels: Sequence[str], sample_seed: int = 0) -> Probe:
     """Fit the probe on the episodes `seeds` x `levels` (keep them disjoint from the test
     seeds)."""
     return fit_probe(
-        (generate_conversation(seed, level) for seed in seeds for level in levels), sample_seed
+        [generate_conversation(seed, level) for seed in seeds for level in levels], sample_seed
     )
 
 
-def fit_probe(conversations: Iterable[Conversation], sample_seed: int = 0) -> Probe:
+def fit_probe(conversations: Sequence[Conversation], sample_seed: int = 0) -> Probe:
     """Fit the probe on `conversations` (in order: the sampling draws from one generator)."""
-    tfidf, logistic, _ = _sklearn()
+    count, logistic, _ = _sklearn()
+    rare = _rare_words(conversations)
     rng = np.random.default_rng(sample_seed)
     rows: list[Example] = []
     for conversation in conversations:
-        rows += examples(conversation, rng)
-    vectorizer = tfidf(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=200_000)  # type: ignore[operator]
-    vectorizer.fit([r.text for r in rows])
-    probe = Probe(vectorizer, logistic(max_iter=1000, C=1.0))  # type: ignore[operator]
-    probe.model.fit(probe.matrix(rows), np.array([r.label for r in rows]))  # type: ignore[attr-defined]
-    return probe
+        rows += examples(conversation, rare, rng)
+    vectorizer = count(  # type: ignore[operator]
+        token_pattern=r"\S+", lowercase=False, min_df=MIN_COUNT, binary=True
+    )
+    matrix = vectorizer.fit_transform([r.features for r in rows])
+    model = logistic(max_iter=2000, C=0.3)  # type: ignore[operator]
+    model.fit(matrix, np.array([r.label for r in rows]))
+    return Probe(rare, vectorizer, model)
 
 
 def probe_auc(
     probe: Probe, seeds: Iterable[int], levels: Sequence[str]
 ) -> tuple[float, float, int]:
-    """Held-out AUC of "will be asked" over every sampled sentence, and over the sentences
-    holding a value only; and the number of examples."""
+    """Held-out AUC of "will be asked" over the sampled sentences holding a value (twice: the
+    figure and its form before this probe read only values, kept for the report's shape), and
+    the number of examples."""
     _, _, auc = _sklearn()
     rng = np.random.default_rng(1)
     rows: list[Example] = []
     for seed in seeds:
         for level in levels:
-            rows += examples(generate_conversation(seed, level), rng)
+            rows += examples(generate_conversation(seed, level), probe.rare, rng)
     labels = np.array([r.label for r in rows])
-    scores = probe.model.decision_function(probe.matrix(rows))  # type: ignore[attr-defined]
-    valued = np.array([_has_value(r.text) for r in rows])
-    return (
-        float(auc(labels, scores)),  # type: ignore[operator]
-        float(auc(labels[valued], scores[valued])),  # type: ignore[operator]
-        len(rows),
-    )
+    scores = probe.scores([r.features for r in rows])
+    value = float(auc(labels, scores))  # type: ignore[operator]
+    return value, value, len(rows)
 
 
 class ProbePolicy:
-    """Keep the sentences the probe scores highest (at the current recency), recall on
-    demand. One instance per episode."""
+    """Keep the sentences the probe scores highest now, recall on demand and keep the answer
+    first. One instance per episode."""
 
     def __init__(self, probe: Probe) -> None:
         self.probe = probe
-        self.weights = probe.numeric_weights()
+        self.reading = Reading(probe.rare)
         self.seen = 0
         self.turn = -1
-        self.rows: list[tuple[int, int, int, float, int]] = []
-        """(message index, start, end, text score + position + role, turn said)."""
+        self.live: set[int] = set()
+        """Sentences holding a value that are still in view (in their message or a copy)."""
+        self.of_message: dict[int, list[int]] = defaultdict(list)
+        self.cached: dict[int, tuple[str, float]] = {}
 
     def read(self, episode: ContextEpisode) -> None:
         messages = episode.conversation.messages
         now = episode.current_message.index
-        fresh: list[tuple[int, int, int, str, str]] = []
         while self.seen <= now:
             message = messages[self.seen]
             self.seen += 1
@@ -210,35 +313,62 @@ class ProbePolicy:
                 self.turn += 1
             if message.role == "system":
                 continue
-            for start, end, text in sentences(message.text):
-                fresh.append((message.index, start, end, text, message.role))
-        if not fresh:
-            return
-        base = self.probe.text_scores([f[3] for f in fresh])
-        position, _, *roles = self.weights
-        for (index, start, end, _, role), score in zip(fresh, base, strict=True):
-            static = score + position * max(self.turn, 0) / POSITION_SCALE
-            static += sum(w for w, name in zip(roles, ROLES, strict=True) if name == role)
-            self.rows.append((index, start, end, float(static), max(self.turn, 0)))
+            for s in read_message(message.index, message.role, message.text, max(self.turn, 0)):
+                k = self.reading.add(s)
+                if s.valued:
+                    self.live.add(k)
+                    self.of_message[s.message].append(k)
+
+    def score(self, ks: Sequence[int], now: int) -> dict[int, float]:
+        """Each sentence's log-odds now (a sentence is scored again only when its bag
+        changes)."""
+        bags = {k: self.reading.features(k, now, max(self.turn, 0)) for k in ks}
+        fresh = [k for k in ks if self.cached.get(k, ("", 0.0))[0] != bags[k]]
+        if fresh:
+            for k, value in zip(fresh, self.probe.scores([bags[k] for k in fresh]), strict=True):
+                self.cached[k] = (bags[k], float(value))
+        return {k: self.cached[k][1] for k in ks}
 
     def __call__(self, episode: ContextEpisode) -> None:
         self.read(episode)
-        recall_on_demand(episode)
-        recency = self.weights[1]
+        before = episode.cache.n_messages
+        wanted = recall_on_demand(episode)
+        first = find_visible(episode, wanted) if wanted is not None else None
+        if episode.cache.n_messages > before:  # a recalled turn: its facts are in view again
+            for i in range(before, episode.cache.n_messages):
+                for m in self._recalled_turn(episode, i):
+                    self.live.update(self.of_message.get(m, ()))
         active = episode.cache.active_flags()
-        scored = []
-        for index, start, end, static, said in self.rows:
-            where = (episode.cache_index[index], start, end)
-            blocks = span_blocks(episode, where)
-            if all(active[k] for k in blocks):
-                scored.append((static + recency * (self.turn - said) / RECENCY_SCALE, blocks))
-        scored.sort(key=lambda item: -item[0])
-        ranked = [blocks for _, blocks in scored]
-        cache = episode.cache
-        last = cache.n_messages - 1
-        if episode.pending_question is not None and cache.message(last).kind == "recalled":
-            ranked.insert(0, cache.blocks_of(last))  # the recalled copy answers the question
+        where = {}
+        for k in list(self.live):
+            s = self.reading.said[k]
+            found = locate(episode, s.message, s.start, s.end, active)
+            if found is None:
+                self.live.discard(k)
+            else:
+                where[k] = found
+        scores = self.score(sorted(where), episode.current_message.index)
+        ranked = [span_blocks(episode, where[k]) for k in sorted(where, key=lambda k: -scores[k])]
+        if first is not None:
+            ranked.insert(0, span_blocks(episode, first))
         evict_except(episode, fill(episode, ranked))
+
+    def _recalled_turn(self, episode: ContextEpisode, cache_index: int) -> list[int]:
+        """The conversation messages a recalled copy at `cache_index` may hold: those from
+        the turn's user message to the next user message."""
+        match = _RECALLED.match(episode.cache.message(cache_index).text)
+        if match is None:
+            return []
+        first = int(match.group(1))
+        messages = episode.conversation.messages
+        out: list[int] = []
+        for m, index in sorted(episode.cache_index.items(), key=lambda item: item[1]):
+            if index < first:
+                continue
+            if out and messages[m].role == "user":
+                break
+            out.append(m)
+        return out
 
 
 def probe_policy(probe: Probe) -> ContextPolicy:
