@@ -10,9 +10,10 @@ Attacks, each at most `MAX_ATTACK` of the noop → oracle range:
   statement per (subject, property), dropping what was asked, recalling on demand;
 - `perfect-extraction`: the same policy on the generator's ground-truth statement list;
 - `recall-everything`: keeps nothing, recalls the needed sentence at each question;
-- `probe`: logistic regression on TF-IDF word and bigram features plus position, recency and
-  role, trained on `PROBE_EPISODES` generated episodes (held-out AUC reported), keeping what it
-  scores highest.
+- `probe`: logistic regression on word n-grams of each sentence holding a value and of its
+  neighbours (sentences sharing a rare word with it), crossed with the turns since it was
+  said, trained on `PROBE_EPISODES` generated episodes (held-out AUC reported), keeping what it
+  scores likeliest to be asked soon.
 - `shape-reader`: a keyless reader of structure alone (positions, roles, turn counts, sentence
   order, which subjects recur, the level's documented distributions; no time expression and no
   cue word), at most `MAX_SHAPE` of the range with the interval's upper end at most
