@@ -9,8 +9,10 @@ import dataclasses
 
 import pytest
 
+from evals.context import validate
 from evals.context.validate import READERS, make_policy
 from kv_context_env.generator.conversation import generate_conversation
+from kv_context_env.policies.probe import fit_probe
 from kv_context_env.sim.episode import ContextEpisode
 from kv_context_env.vocabulary import Conversation, FactSpan
 
@@ -65,6 +67,15 @@ def test_an_honest_agent_acts_the_same_without_the_answer_key(
     agent: str, conversation: Conversation
 ) -> None:
     assert _actions(agent, conversation) == _actions(agent, _blind(conversation))
+
+
+def test_the_probe_acts_the_same_without_the_answer_key(conversation: Conversation) -> None:
+    training = [generate_conversation(1_000_000 + i, "hard") for i in range(3)]
+    validate._set_probe(fit_probe(training))
+    try:
+        assert _actions("probe", conversation) == _actions("probe", _blind(conversation))
+    finally:
+        validate._set_probe(None)
 
 
 def test_the_oracle_reads_the_answer_key(conversation: Conversation) -> None:

@@ -58,7 +58,7 @@ NOT_ASKED, SOON, LATER = 0, 1, 2
 """The classes the probe learns: not asked after the decision, asked soon, asked later."""
 MIN_COUNT = 2
 """A feature seen in fewer training examples is dropped."""
-_WORD = re.compile(r"[a-z][a-z']+")
+_WORD = re.compile(r"[a-z]{2,}")
 _DIGITISH = re.compile(r"[\d£$€@]")
 _RECALLED = re.compile(r"\[recalled turn from message (\d+)\]")
 
