@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kv_context_env.generator.conversation import generate_conversation
-from kv_context_env.policies.probe import Probe, Reading, fit_probe, probe_policy, read_message
 from kv_context_env.policies.keeping import history_text
+from kv_context_env.policies.probe import Probe, Reading, fit_probe, probe_policy, read_message
 from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer
 from kv_context_env.sim.episode import ContextEpisode
 
