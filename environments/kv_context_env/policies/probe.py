@@ -12,8 +12,9 @@ The features of a sentence at decision time t (each a token of one bag):
   (a word in under `RARE_SHARE` of the training sentences: a name, a place, an uncommon noun),
   said up to `BEFORE_TURNS` turns before it or at any time after it up to t, apart for
   before and after; each neighbour word after it also crossed with the turns since the
-  sentence was said (log buckets), so that "tomorrow" said two turns ago and "tomorrow" said
-  twelve turns ago weigh differently;
+  sentence was said (log buckets), and each neighbour word crossed with the turns since the
+  neighbour was said, so that "tomorrow" said two turns ago and "tomorrow" said twelve turns
+  ago weigh differently;
 - how many neighbours came before and after, how many of those after were questions (the
   subject was asked about), each crossed with the turns since, and the turns since alone.
 
@@ -175,11 +176,13 @@ class Reading:
                     continue
                 before += 1
                 out += [f"b:{g}" for g in _grams(o.words, 2)]
-                continue
-            after += 1
-            asked += o.question
-            out += [f"a:{g}" for g in _grams(o.words, 2)]
-            out += [f"a{since}:{w}" for w in o.words]
+            else:
+                after += 1
+                asked += o.question
+                out += [f"a:{g}" for g in _grams(o.words, 2)]
+                out += [f"a{since}:{w}" for w in o.words]
+            ago = _bucket(now_turn - o.turn)  # a time it names counts from when it was said
+            out += [f"n{ago}:{w}" for w in o.words]
         out += [f"nb{min(before, 4)}", f"na{min(after, 6)}", f"na{min(after, 6)}r{since}"]
         out += [f"q{min(asked, 3)}", f"q{min(asked, 3)}r{since}"]
         return " ".join(out)
@@ -288,12 +291,9 @@ def fit_probe(conversations: Sequence[Conversation], sample_seed: int = 0) -> Pr
     return Probe(rare, vectorizer, model)
 
 
-def probe_auc(
-    probe: Probe, seeds: Iterable[int], levels: Sequence[str]
-) -> tuple[float, float, int]:
-    """Held-out AUC of "will be asked" over the sampled sentences holding a value (twice: the
-    figure and its form before this probe read only values, kept for the report's shape), and
-    the number of examples."""
+def probe_auc(probe: Probe, seeds: Iterable[int], levels: Sequence[str]) -> tuple[float, int]:
+    """Held-out AUC of "will be asked" (soon or later) over the sampled sentences holding a
+    value, and the number of examples."""
     _, _, auc = _sklearn()
     rng = np.random.default_rng(1)
     rows: list[Example] = []
@@ -302,8 +302,7 @@ def probe_auc(
             rows += examples(generate_conversation(seed, level), probe.rare, rng)
     labels = np.array([r.label != NOT_ASKED for r in rows])
     scores = 1 - probe.probabilities([r.features for r in rows])[:, NOT_ASKED]
-    value = float(auc(labels, scores))  # type: ignore[operator]
-    return value, value, len(rows)
+    return float(auc(labels, scores)), len(rows)  # type: ignore[operator]
 
 
 class ProbePolicy:
