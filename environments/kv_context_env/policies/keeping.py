@@ -8,6 +8,7 @@ These are mechanics, not judgment: a policy decides which sentences to rank firs
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import takewhile
 from weakref import WeakKeyDictionary
 
 from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer
@@ -57,13 +58,18 @@ def locate(
     if visible(episode, (index, start, end), flags):
         return index, start, end
     text = episode.conversation.messages[message_index].text[start:end]
-    cache = episode.cache
-    for j in reversed(episode.recalled_copies):
-        if j < index:
-            break
-        at = cache.message(j).text.find(text)
-        if at >= 0 and visible(episode, (j, at, at + len(text)), flags):
-            return j, at, at + len(text)
+    copies = takewhile(lambda j: j > index, reversed(episode.recalled_copies))
+    return _first_visible(episode, text, copies, flags)
+
+
+def _first_visible(
+    episode: ContextEpisode, text: str, indices: Iterable[int], active: Sequence[bool]
+) -> Where | None:
+    """The first of cache messages `indices` where `text` is visible, or None."""
+    for index in indices:
+        at = episode.cache.message(index).text.find(text)
+        if at >= 0 and visible(episode, (index, at, at + len(text)), active):
+            return index, at, at + len(text)
     return None
 
 
@@ -114,10 +120,5 @@ def recall_on_demand(episode: ContextEpisode) -> str | None:
 
 def find_visible(episode: ContextEpisode, text: str) -> Where | None:
     """Where `text` is visible in the cache now, newest message first (None if nowhere)."""
-    cache = episode.cache
-    active = cache.active_flags()
-    for index in range(cache.n_messages - 1, -1, -1):
-        at = cache.message(index).text.find(text)
-        if at >= 0 and visible(episode, (index, at, at + len(text)), active):
-            return index, at, at + len(text)
-    return None
+    newest_first = range(episode.cache.n_messages - 1, -1, -1)
+    return _first_visible(episode, text, newest_first, episode.cache.active_flags())

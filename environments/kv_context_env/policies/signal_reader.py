@@ -393,24 +393,31 @@ class SignalReader:
         first, last = self.part_window(day, part)
         return Window(max(first, self.turn + 1), max(last, self.turn + 1), day, part)
 
+    def _slots(self, window: Window) -> tuple[int, int, int]:
+        """(first, last) part-of-day slot `window` names (a day counts `len(PARTS)` slots; a
+        whole day spans all of its parts), and the slot the conversation is in now."""
+        base = window.day * len(PARTS)
+        first, last = (
+            (base, base + len(PARTS) - 1) if window.part < 0 else (base + window.part,) * 2
+        )
+        return first, last, max(self.day, 0) * len(PARTS) + self.part
+
     def slot_window(self, window: Window) -> tuple[int, int] | None:
         """The turns of `window`'s named day and part as the conversation stands now (days and
         parts run longer or shorter than they were expected to when it was named); None once
-        they are past (`overdue_window`)."""
-        now = max(self.day, 0) * len(PARTS) + self.part
-        if window.day * len(PARTS) + (window.part if window.part >= 0 else 0) > now:
+        they are past (then `overdue` counts the turns since)."""
+        first_slot, last_slot, now = self._slots(window)
+        if first_slot > now:
             first, last = self.part_window(window.day, window.part)
             return max(first, self.turn + 1), max(last, self.turn + 1)
-        end = window.day * len(PARTS) + (window.part if window.part >= 0 else len(PARTS) - 1)
-        if end >= now:  # the named part (or day) is under way
-            return self.part_window(window.day, window.part if window.part >= 0 else -1)
+        if last_slot >= now:  # the named part (or day) is under way
+            return self.part_window(window.day, window.part)
         return None
 
     def overdue(self, window: Window) -> float:
         """Turns since the named day and part ended, counted in parts of a day seen so far."""
-        now = max(self.day, 0) * len(PARTS) + self.part
-        end = window.day * len(PARTS) + (window.part if window.part >= 0 else len(PARTS) - 1)
-        past = now - end - 1  # whole parts between the named one and the current one
+        _, last_slot, now = self._slots(window)
+        past = now - last_slot - 1  # whole parts between the named one and the current one
         return (
             self.turn
             - self.part_started
