@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .common.checks import Check
+from .common.checks import Check, checks_json
 from .common.columns import Column, Fitted, fit_table
-from .common.console import console, progress, status_line
+from .common.console import console, out_console, progress, status_line
 from .common.edge import check_options
-from .common.options import CPUS, Workers
+from .common.options import CPUS, BackendKind, RayAddress, Workers
 
 if TYPE_CHECKING:
     from .context.validate_store import ContextJobStore
@@ -49,6 +49,21 @@ KeepIn = Annotated[
 Resume = Annotated[
     bool,
     typer.Option(help="Continue the validation in --out DIR: its finished episodes are kept."),
+]
+Json = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the checks as JSON (name, passed, detail) instead of the table.",
+    ),
+]
+CiSize = Annotated[
+    bool,
+    typer.Option(
+        "--ci",
+        help="The serving checks at the test suite's size, on seeds off every proof block "
+        "(800000+; a run of minutes): -n and the other sizes are not used for them.",
+    ),
 ]
 
 
@@ -99,13 +114,16 @@ def validate_command(
     ] = Family.all,
     out: KeepIn = None,
     resume: Resume = False,
+    backend: BackendKind = "local",
+    address: RayAddress = None,
+    json_out: Json = False,
+    ci: CiSize = False,
 ) -> None:
     """Check that the benchmark rewards judgment and behaves as documented; exit 1 on a failure."""
     status_line(f"validate: loading the {'' if family == 'all' else family + ' '}checks")
+    from .common.backends import backend_option, use
     from .common.edge import InputError
     from .common.job_store import write_checks
-    from .context.validate import context_validation_jobs, run_context_validation
-    from .serving.validate import run_validation
 
     check_options(
         {
@@ -119,33 +137,57 @@ def validate_command(
     serving, context = family in ("serving", "all"), family in ("context", "all")
     if resume and out is None:
         raise InputError("--resume needs --out DIR (the run to continue)")
-    sizes = _sizes(episodes, expert_episodes, ablation_episodes, screen_episodes)
+    chosen = backend_option(backend, address)
+    sizes = _sizes(episodes, expert_episodes, ablation_episodes, screen_episodes, ci)
     store = _store(out, sizes, resume) if out is not None and serving else None
     kept = _context_store(out, episodes, resume) if out is not None and context else None
-    total = len(context_validation_jobs(episodes)) * context
     try:
-        with progress() as bar:
-            task = bar.add_task("validate", total=total or None)
-
-            def advance() -> None:
-                bar.advance(task)
-
-            checks = run_validation(sizes, workers, advance, store) if serving else []
-            if context:
-                checks += run_context_validation(episodes, workers, advance, store=kept)
+        with use(chosen):
+            checks = _run(sizes, episodes, workers, (store, kept), (serving, context))
     finally:
         for opened in (store, kept):
             if opened is not None:
                 opened.close()
     if out is not None:
         console.print(f"wrote {write_checks(out, checks)}")
-    _print(checks)
+    _print(checks, json_out)
 
 
-def _sizes(episodes: int, expert: int | None, ablation: int | None, screen: int) -> Sizes:
-    """The serving checks' sizes: the expert's and the masked bounds' seeds default to 30."""
+def _run(
+    sizes: Sizes,
+    episodes: int,
+    workers: int,
+    stores: tuple[JobStore | None, ContextJobStore | None],
+    families: tuple[bool, bool],
+) -> list[Check]:
+    """The serving checks and the context checks (as `families` says), each keeping its
+    finished episodes in its store of `stores`, under one progress bar."""
+    from .context.validate import context_validation_jobs, run_context_validation
+    from .serving.validate import run_validation
+
+    (store, kept), (serving, context) = stores, families
+    total = len(context_validation_jobs(episodes)) * context
+    with progress() as bar:
+        task = bar.add_task("validate", total=total or None)
+
+        def advance() -> None:
+            bar.advance(task)
+
+        checks = run_validation(sizes, workers, advance, store) if serving else []
+        if context:
+            checks += run_context_validation(episodes, workers, advance, store=kept)
+    return checks
+
+
+def _sizes(
+    episodes: int, expert: int | None, ablation: int | None, screen: int, ci: bool = False
+) -> Sizes:
+    """The serving checks' sizes: the expert's and the masked bounds' seeds default to 30;
+    `ci`: the test suite's (`Sizes.ci`)."""
     from .serving.validate import Sizes
 
+    if ci:
+        return Sizes.ci()
     return Sizes(
         episodes=episodes,
         expert=min(episodes, expert or 30),
@@ -180,9 +222,14 @@ def _context_store(out: Path, episodes: int, resume: bool) -> ContextJobStore:
     return store
 
 
-def _print(checks: list[Check]) -> None:
-    """The checks as one table; exit 1 when one failed."""
-    validation_table(checks).print()
+def _print(checks: list[Check], as_json: bool = False) -> None:
+    """The checks as one table (or as JSON on stdout); exit 1 when one failed."""
+    if as_json:
+        out_console.print(
+            checks_json(checks), end="", markup=False, highlight=False, soft_wrap=True
+        )
+    else:
+        validation_table(checks).print()
     failed = [c for c in checks if not c.passed]
     if failed:
         console.print(f"[red]{len(failed)} check(s) failed[/red]")

@@ -3,7 +3,8 @@ a list of these (`serving.validate`, `context.validate`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -13,3 +14,9 @@ class Check:
     name: str
     passed: bool
     detail: str
+
+
+def checks_json(checks: list[Check]) -> str:
+    """The checks as JSON (a list of {name, passed, detail}): `checks.json` and `validate
+    --json` alike."""
+    return json.dumps([asdict(c) for c in checks], indent=1) + "\n"

@@ -17,13 +17,12 @@ import io
 import json
 import tokenize
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from kv_cache_env.bounded_read import RESULTS_LIMITS, SMALL_JSON_LIMITS, iter_line_bytes, read_json
 
-from .checks import Check
+from .checks import Check, checks_json
 from .durable import LineLog, write_atomic
 from .edge import InputError
 from .results import dumps
@@ -131,7 +130,7 @@ class JobStore(Generic[K, R]):
 def write_checks(directory: Path, checks: list[Check]) -> Path:
     """`directory/checks.json`: a run's checks, written when it ends."""
     out = directory / "checks.json"
-    write_atomic(out, json.dumps([asdict(c) for c in checks], indent=1) + "\n")
+    write_atomic(out, checks_json(checks))
     return out
 
 

@@ -61,6 +61,26 @@ Workers = Annotated[
         rich_help_panel=OUTPUT_PANEL,
     ),
 ]
+BackendKind = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        metavar="local|ray",
+        help="Where built-in policies' episodes play: local worker processes, or a Ray cluster "
+        "(the `ray` extra; results are the same).",
+        rich_help_panel=OUTPUT_PANEL,
+    ),
+]
+RayAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        metavar="ADDRESS",
+        help="With --backend ray: the cluster to join, host:port (default: $RAY_ADDRESS; "
+        "none: a Ray instance on this machine with -j CPUs, for the run).",
+        rich_help_panel=OUTPUT_PANEL,
+    ),
+]
 Timeout = Annotated[
     float,
     typer.Option(

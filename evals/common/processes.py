@@ -1,10 +1,13 @@
 """Processes a run starts and the signals that end it.
 
-- `worker_pool(workers)`: a `ProcessPoolExecutor` whose workers die with the process that
-  started them, however it ends (kill -9 included): each worker asks the kernel for SIGKILL
-  when its parent dies (Linux `PR_SET_PDEATHSIG`) and, where that is not available, a thread
-  polls its parent every `PARENT_POLL_S` seconds. `stop_pool` kills a pool's workers at once
-  (an interrupted run does not wait for their episodes).
+- `worker_pool(workers)`: the one pool every command plays its episodes through. On the
+  `local` backend (`backends`; the default) a `ProcessPoolExecutor` whose workers die with the
+  process that started them, however it ends (kill -9 included): each worker asks the kernel
+  for SIGKILL when its parent dies (Linux `PR_SET_PDEATHSIG`) and, where that is not
+  available, a thread polls its parent every `PARENT_POLL_S` seconds. On `ray`, the same
+  futures interface over Ray tasks (`ray_pool.RayPool`). `stop_pool` kills a pool's workers
+  at once (an interrupted run does not wait for their episodes; on Ray it cancels the run's
+  tasks).
 - `die_with_parent`: the same request for any child (`subprocess.Popen(preexec_fn=...)`, e.g.
   the local model server).
 - `terminate_as_interrupt()`: while active, SIGTERM raises `Terminated` (a KeyboardInterrupt),
@@ -25,8 +28,10 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
+
+from . import backends
 
 PARENT_POLL_S = 0.5
 """How often a worker checks that its parent is alive where the kernel cannot tell it."""
@@ -72,20 +77,28 @@ def worker_pool(
     workers: int,
     initializer: Callable[..., Any] | None = None,
     initargs: tuple[Any, ...] = (),
-) -> ProcessPoolExecutor:
-    """A process pool whose workers die with this process (module docstring). The objects
+) -> Executor:
+    """A pool of `workers` on the running command's backend (`backends.current()`): on Ray,
+    `ray_pool.RayPool` (its initializer runs once in each Ray worker process). Locally, a
+    process pool whose workers die with this process (module docstring). The objects
     alive now (modules, the run's set-up) move to the collector's permanent generation first
     (`gc.freeze`, as Python's docs advise before a fork): a forked worker's collections then
     never scan them, nor copy the pages it shares with this process, and this process's
     collections skip them too (~1.4 s of CPU of the main job's ~20 s)."""
+    backend = backends.current()
+    if backend.kind == "ray":
+        from .ray_pool import RayPool
+
+        return RayPool(backend.address, workers, initializer, initargs)
     gc.freeze()
     return ProcessPoolExecutor(
         max_workers=workers, initializer=_initialize, initargs=(os.getpid(), initializer, initargs)
     )
 
 
-def stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Cancel what has not started and kill the workers now (an interrupted run)."""
+def stop_pool(pool: Executor) -> None:
+    """Cancel what has not started and kill the workers now (an interrupted run); on Ray,
+    cancel the pool's unfinished tasks (`RayPool.shutdown`)."""
     processes = dict(getattr(pool, "_processes", None) or {})
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes.values():

@@ -45,9 +45,9 @@ from .processes import interrupts_deferred
 from .result_check import Family, parse_line
 from .results import dumps
 
-CHANGEABLE_ARGUMENTS = frozenset({"concurrency", "workers", "resume", "episodes"})
-"""Arguments a resumed run may change: concurrency and display, and `episodes` (which may
-only grow). Every other argument changes results."""
+CHANGEABLE_ARGUMENTS = frozenset({"concurrency", "workers", "backend", "resume", "episodes"})
+"""Arguments a resumed run may change: concurrency, where episodes play, display, and
+`episodes` (which may only grow). Every other argument changes results."""
 
 Key = tuple[str, str, int]
 

@@ -19,17 +19,21 @@ from ..common.edge import (
     repeated_names,
 )
 from ..common.options import (
+    CPUS,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
     MODEL_PANEL,
     RUN_PANEL,
+    BackendKind,
     Episodes,
     Force,
     MaxRetries,
     Out,
+    RayAddress,
     Resume,
     Timeout,
     Wide,
+    Workers,
 )
 from ..common.outcome import RunDone
 
@@ -139,6 +143,9 @@ def context_eval_command(
     out: Out = None,
     resume: Resume = False,
     force: Force = False,
+    workers: Workers = CPUS,
+    backend: BackendKind = "local",
+    address: RayAddress = None,
     weights: Weights = None,
     wide: Wide = False,
 ) -> RunDone:
@@ -148,6 +155,7 @@ def context_eval_command(
     from kv_context_env.policies.baselines import CONTEXT_POLICIES
     from rubrics.context import ContextWeights
 
+    from ..common.backends import backend_option
     from ..servers.local_model import DEFAULT_MAX_TOKENS, is_local
     from .eval_run import ContextEvalArgs, run_context_command
 
@@ -159,6 +167,7 @@ def context_eval_command(
             "--max-tokens": max_tokens,
             "--timeout": timeout,
             "--max-retries": max_retries,
+            "--workers": workers,
         }
     )
     check_seeds(seed, episodes)
@@ -168,12 +177,7 @@ def context_eval_command(
         if value is not None and value.startswith(("hf:", "local:")):
             check_path(value.split(":", 1)[1], option)
     parsed = parse_weights(weights, ContextWeights)
-    if model and policy:
-        raise InputError("give --policy or --model, not both")
-    if resume and force:
-        raise InputError("give --resume or --force, not both")
-    if resume and out is None:
-        raise InputError("--resume needs --out (the run directory to finish)")
+    _check_pairs(bool(model and policy), resume, force, out)
     policies, levels = names_option(policy, "--policy"), names_option(level, "--level")
     for option, values in (("--policy", policy), ("--level", level)):
         if repeated := repeated_names(values):
@@ -197,5 +201,17 @@ def context_eval_command(
         resume=resume,
         force=force,
         wide=wide,
+        workers=workers,
+        backend=backend_option(backend, address),
     )
     return run_context_command(args)
+
+
+def _check_pairs(model_and_policy: bool, resume: bool, force: bool, out: Path | None) -> None:
+    """InputError for options that do not go together."""
+    if model_and_policy:
+        raise InputError("give --policy or --model, not both")
+    if resume and force:
+        raise InputError("give --resume or --force, not both")
+    if resume and out is None:
+        raise InputError("--resume needs --out (the run directory to finish)")

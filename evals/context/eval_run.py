@@ -9,7 +9,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +29,7 @@ from model_client.model_output import one_line
 from model_client.provider_responses import ProviderError
 from rubrics.context import ContextWeights
 
+from ..common.backends import LOCAL, Backend, WorkerLost, plays_here, use
 from ..common.columns import Column, Fitted, fit_table
 from ..common.console import console, plan_line, versions
 from ..common.durable import OutputError, describe, refuse_links, write_atomic
@@ -80,6 +81,11 @@ class ContextEvalArgs:
     """Keep the ok episodes already in `out` (of this run's arguments) and run the rest."""
     force: bool = False
     """Move results already in `out` aside first."""
+    workers: int = 1
+    """Worker processes (or, on Ray, a Ray instance's CPUs) for baselines read by the
+    extractive reader; a model agent and the other readers play in this process."""
+    backend: Backend = LOCAL
+    """Where the pooled episodes play (`--backend`, `--address`)."""
 
 
 def run_context_command(args: ContextEvalArgs) -> RunDone:
@@ -95,7 +101,7 @@ def run_context_command(args: ContextEvalArgs) -> RunDone:
         check_out_dir(args.out)
     started = time.perf_counter()
     try:
-        with terminate_as_interrupt():
+        with terminate_as_interrupt(), use(args.backend):
             results = run_context_eval(args)
     except ContextEvalError as error:
         raise InputError(str(error)) from None
@@ -169,16 +175,8 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
         # there to overwrite in place with what stopped the run
         _write_info(args, reader_label, results, "running", started)
         try:
-            with _progress() as progress:
-                task = progress.add_task("episodes", total=len(jobs))
-                progress.advance(task, len(jobs) - sum(not run.done(job) for job in jobs))
-                for level, agent, seed in jobs:
-                    if run.done((level, agent, seed)):
-                        continue
-                    progress.update(task, description=f"{level} {agent} seed {seed}")
-                    endpoint = (agent_base, agent_key, agent_name or "")
-                    run.add(_play(args, endpoint, agent, reader, reader_label, level, seed))
-                    progress.advance(task)
+            endpoint = (agent_base, agent_key, agent_name or "")
+            _play_into(run, jobs, args, endpoint, reader, reader_label)
             results = run.finish(jobs)
             status = "complete"
         except KeyboardInterrupt:
@@ -196,6 +194,77 @@ def run_context_eval(args: ContextEvalArgs) -> list[dict[str, Any]]:
             with suppress(OutputError):  # an error on its way out says what went wrong
                 _write_info(args, reader_label, results, status, started, reason)
     return results
+
+
+def _play_into(
+    run: RunDir,
+    jobs: list[tuple[str, str, int]],
+    args: ContextEvalArgs,
+    endpoint: tuple[str | None, str, str],
+    reader: Reader,
+    reader_label: str,
+) -> None:
+    """Play the jobs `run` does not hold yet into it, with one progress bar over all `jobs`."""
+    pending = [job for job in jobs if not run.done(job)]
+    with _progress() as progress:
+        task = progress.add_task("episodes", total=len(jobs))
+        progress.advance(task, len(jobs) - len(pending))
+
+        def playing(description: str) -> None:
+            progress.update(task, description=description)
+
+        for result in _played(args, pending, endpoint, reader, reader_label, playing):
+            run.add(result)
+            progress.advance(task)
+
+
+def _played(
+    args: ContextEvalArgs,
+    jobs: list[tuple[str, str, int]],
+    endpoint: tuple[str | None, str, str],
+    reader: Reader,
+    reader_label: str,
+    playing: Callable[[str], None],
+) -> Iterator[dict[str, Any]]:
+    """The results of `jobs` ((level, agent, seed)) as they finish: baselines read by the
+    extractive reader through the worker pool (`processes.worker_pool`, on the run's
+    backend); a model agent, another reader, or a run that fits one worker in this process
+    (`playing` names each episode as it starts)."""
+    if args.model or reader is not extractive_reader or plays_here(args.workers, len(jobs)):
+        for level, agent, seed in jobs:
+            playing(f"{level} {agent} seed {seed}")
+            yield _play(args, endpoint, agent, reader, reader_label, level, seed)
+        return
+    from concurrent.futures import as_completed
+
+    from ..common.processes import stop_pool, worker_pool
+
+    with worker_pool(args.workers) as pool:
+        futures = {
+            pool.submit(_play, args, endpoint, agent, reader, reader_label, level, seed): (
+                level,
+                agent,
+                seed,
+            )
+            for level, agent, seed in jobs
+        }
+        try:
+            for future in as_completed(futures):
+                try:
+                    yield future.result()
+                except WorkerLost as error:  # failed, recorded: --resume plays it again
+                    level, agent, seed = futures[future]
+                    yield context_result(
+                        agent=agent,
+                        reader=reader_label,
+                        level=level,
+                        seed=seed,
+                        record=None,
+                        error=str(error),
+                    )
+        except BaseException:
+            stop_pool(pool)  # an interrupted run does not wait for its workers' episodes
+            raise
 
 
 def _play(
@@ -236,6 +305,8 @@ def _run_info(args: ContextEvalArgs, reader_label: str) -> dict[str, Any]:
             "reader": reader_label,
             "max_blocks": args.max_blocks,
             "weights": args.weights.overrides(),
+            "workers": args.workers,
+            "backend": args.backend.kind,
         },
         "suite_version": CONTEXT_SUITE_VERSION,
         "versions": versions(),

@@ -69,6 +69,7 @@ from kv_context_env.readers.extractive import NO_ANSWER, extractive_answer
 from kv_context_env.sim.episode import ContextEpisode
 from kv_context_env.vocabulary import BLOCK_SIZE
 
+from ..common.backends import plays_here
 from ..common.checks import Check
 from ..common.processes import worker_pool
 from ..common.results import dumps
@@ -345,7 +346,7 @@ def _work(
                 store.keep(job.key, result)
             tick()
 
-    if workers <= 1:
+    if plays_here(workers, len(jobs)):
         training = _train(train, held_out)
         keep(other_jobs, run_context_jobs(other_jobs))
         keep(probe_jobs, run_context_jobs(probe_jobs, training.probe))

@@ -22,6 +22,7 @@ from kv_cache_env.traces import TraceError
 from model_client.model_output import one_line
 from rubrics import Weights
 
+from ..common.backends import WorkerLost, backend_option, plays_here, use
 from ..common.console import (
     console,
     out_console,
@@ -46,7 +47,13 @@ from ..common.outcome import RunDone
 from ..common.processes import interrupt_status, terminate_as_interrupt
 from ..common.run_dir import RunDir, prepare_run_dir, write_run_info
 from ..common.secrets import BadKeyError, key_from_env, scrub
-from .jobs import EpisodeJob, reference_for_scoring, reference_from_table, run_job
+from .jobs import (
+    EpisodeJob,
+    failed_result,
+    reference_for_scoring,
+    reference_from_table,
+    run_job,
+)
 from .normalize import normalized_scores
 from .reference_table import source_digest
 from .summary import summarize
@@ -96,6 +103,8 @@ class EvalArgs:
     weights: str | None
     force: bool
     wide: bool = False
+    backend: str = "local"
+    address: str | None = None
 
 
 def run_eval(args: EvalArgs) -> RunDone | None:
@@ -104,6 +113,7 @@ def run_eval(args: EvalArgs) -> RunDone | None:
     print what the model run would send and cost, and return None having sent nothing."""
     started = time.perf_counter()
     names, tiers = _check(args)
+    backend = backend_option(args.backend, args.address)
     prices = _prices(args)
     spec, local_server = _model_spec(args) if args.model else (None, None)
     weights = parse_weights(args.weights, Weights)  # checked once; passed on as it is
@@ -148,7 +158,8 @@ def run_eval(args: EvalArgs) -> RunDone | None:
         console.print(run.resumed_line(len(jobs)))
     with _closing(run, run_info, started, len(jobs)):
         write_run_info(out, run_info, run.results, "running", started)
-        _execute(pending, args, spec, local_server, run)
+        with use(backend):
+            _execute(pending, args, spec, local_server, run)
         results = run.finish(job.key for job in jobs)
         run_info = write_run_info(out, run_info, results, "complete", started)
     _print_results(results, args, weights)
@@ -410,6 +421,7 @@ def _arguments(
         "seed": args.seed,
         "steps": args.steps,
         "workers": args.workers,
+        "backend": args.backend,
         "weights": weights.overrides(),
         "resume": args.resume,
     }
@@ -491,7 +503,7 @@ def _run_jobs(
 
 
 def _play(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, dict[str, Any]]]:
-    if workers <= 1 or len(jobs) == 1:
+    if plays_here(workers, len(jobs)):
         for job in jobs:
             yield job, run_job(job)
         return
@@ -505,7 +517,16 @@ def _play(jobs: list[EpisodeJob], workers: int) -> Iterator[tuple[EpisodeJob, di
         }
         try:
             for future in as_completed(futures):
-                yield futures[future], future.result()
+                yield futures[future], _result(futures[future], future)
         except BaseException:
             stop_pool(pool)  # an interrupted run does not wait for its workers' episodes
             raise
+
+
+def _result(job: EpisodeJob, future: Future[dict[str, Any]]) -> dict[str, Any]:
+    """The episode's result; a Ray worker (or node) lost on every retry is a failed episode,
+    recorded (`--resume` plays it again)."""
+    try:
+        return future.result()
+    except WorkerLost as error:
+        return failed_result(job, str(error))

@@ -142,6 +142,22 @@ def reference_for_scoring(
     return extra, sources
 
 
+def failed_result(job: EpisodeJob, error: str) -> dict[str, Any]:
+    """`job`'s result as a failed episode with `error`, under the scenario's own name."""
+    try:
+        scenario = job.episode.resolve()[0].name
+    except ValueError:
+        scenario = job.episode.label
+    return episode_result(
+        agent=job.agent,
+        scenario=scenario,
+        seed=job.seed,
+        record=None,
+        error=error,
+        weights=job.weights,
+    )
+
+
 def run_job(job: EpisodeJob) -> dict[str, Any]:
     weights = job.weights
     try:

@@ -25,6 +25,7 @@ from kv_cache_env.policies.expert import ExpertPolicy
 from kv_cache_env.sim import BlockType, Simulator, Status, evict, swap
 from rubrics import score
 
+from ..common.backends import WorkerLost, plays_here
 from ..common.processes import worker_pool
 from .validate_results import WEIGHTS, EpisodeResult, Results
 
@@ -117,7 +118,8 @@ def run_jobs(
     store: JobStore | None = None,
 ) -> Results:
     """Every job's result; the slow planners first, so the pool never ends on one. With a
-    `store`, jobs it holds are not played again and each finished one is added to it."""
+    `store`, jobs it holds are not played again and each finished one is added to it (but for
+    one whose Ray worker was lost on every retry: failed here, played again on resume)."""
     ordered = sorted(jobs, key=lambda j: j.kind == "policy")
     out = Results()
     todo = []
@@ -129,20 +131,25 @@ def run_jobs(
             out.add(kept)
             tick()
 
-    def finished(job: Job, result: EpisodeResult) -> None:
+    def finished(job: Job, result: EpisodeResult, keep: bool = True) -> None:
         out.add(result)
-        if store is not None:
+        if store is not None and keep:
             store.add(job.kind, result)
         tick()
 
-    if workers <= 1:
+    if plays_here(workers, len(todo)):
         for job in todo:
             finished(job, run_job(job))
         return out
     with worker_pool(workers) as pool:
         futures = {pool.submit(run_job, job): job for job in todo}
         for future in as_completed(futures):
-            finished(futures[future], future.result())
+            job = futures[future]
+            try:
+                finished(job, future.result())
+            except WorkerLost as error:  # failed, not kept: a resumed run plays it again
+                lost = EpisodeResult.failed(job.agent, job.scenario, job.seed, str(error))
+                finished(job, lost, keep=False)
     return out
 
 

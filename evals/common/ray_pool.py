@@ -1,0 +1,190 @@
+"""Ray tasks behind the executor interface `processes.worker_pool` returns (`RayPool`), and
+this process's connection to the cluster. Ray itself is imported only when a pool starts.
+
+- `submit(fn, *args)` sends one Ray task (one CPU) that calls `fn(*args)` in a Ray worker
+  process and returns a `concurrent.futures.Future` of its value, so `as_completed` and
+  `wait(FIRST_COMPLETED)` drive progress, ETA and the summary as they do over local workers.
+  What travels: `fn` by reference (its module is imported on the worker: every node runs the
+  same checkout), its arguments pickled (an episode's job: scenario, seed, agent, weights),
+  and the value back.
+- A task whose worker process or node dies is run again, up to `TASK_RETRIES` times (episodes
+  are deterministic, so a retry gives the same result); after that its future raises
+  `WorkerLost`, which the callers record as a failed episode (`--resume` plays it again).
+- The pool's initializer runs once per Ray worker process, before its first task of that pool.
+- `shutdown(cancel_futures=True)` (an interrupted run, `stop_pool`) and leaving the `with`
+  block on an error cancel every unfinished task of the pool, killing the workers that run
+  them (`ray.cancel(force=True)`); other runs' tasks on the cluster are left alone.
+- `connect` joins the cluster at an address, or starts a Ray instance on this machine with
+  `-j` CPUs (a connection made before, by a test or a notebook, is used as it is);
+  `disconnect` stops what `connect` started. `placements()` counts where this connection's
+  tasks ran ((node id, process id) → tasks), for the run's closing line and the tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any
+from uuid import uuid4
+
+RAY_INSTALL = "uv sync --extra ray (or: pip install 'kvcache-arena[ray]')"
+"""The command that installs the `ray` extra, as the error without it names it."""
+TASK_RETRIES = 3
+"""Runs again of a task whose worker process or node died (Ray's own default)."""
+OBJECT_STORE_BYTES = 200 * 1024**2
+"""The object store of a Ray instance started here: jobs and results are a few kB each."""
+
+_started_here = False
+_placements: Counter[tuple[str, int]] = Counter()
+_lock = threading.Lock()
+_initialized: set[str] = set()
+"""(in a Ray worker) The pools whose initializer this worker process has run."""
+
+
+class WorkerLost(RuntimeError):
+    """A task's Ray worker process or node died on every try (the message says how); the
+    callers record the episode as failed, and `--resume` plays it again."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError(f"Ray is not installed: {RAY_INSTALL}") from None
+    return ray
+
+
+def connect(address: str | None, cpus: int) -> None:
+    """Join the cluster at `address`, or start a Ray instance here with `cpus` CPUs (module
+    docstring). Ray's driver SIGTERM handler is taken back: a run stopped by SIGTERM closes as
+    one stopped by Ctrl-C (`processes.terminate_as_interrupt`)."""
+    global _started_here
+    ray = _ray()
+    if ray.is_initialized():
+        return
+    term = signal.getsignal(signal.SIGTERM)
+    options: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
+    if address:
+        ray.init(address=address, **options)
+    else:  # "local": a new instance even where RAY_ADDRESS names a cluster
+        ray.init(
+            address="local",
+            num_cpus=cpus,
+            object_store_memory=OBJECT_STORE_BYTES,
+            include_dashboard=False,
+            **options,
+        )
+        _started_here = True
+    if threading.current_thread() is threading.main_thread() and term is not None:
+        signal.signal(signal.SIGTERM, term)
+
+
+def disconnect() -> None:
+    """Stop the Ray instance `connect` started (a cluster joined by address keeps running)."""
+    global _started_here
+    if _started_here:
+        _ray().shutdown()
+        _started_here = False
+
+
+def placements() -> Counter[tuple[str, int]]:
+    """(node id, worker process id) → tasks run there, over this process's Ray runs."""
+    with _lock:
+        return Counter(_placements)
+
+
+def _run(
+    token: str,
+    init: tuple[Callable[..., Any], tuple[Any, ...]] | None,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[Any, str, int]:
+    """(In a Ray worker) The pool's initializer once per process, then `fn`: its value, with
+    the node and process that computed it."""
+    import ray
+
+    if init is not None and token not in _initialized:
+        initializer, initargs = init
+        initializer(*initargs)
+        _initialized.add(token)
+    value = fn(*args, **kwargs)
+    return value, ray.get_runtime_context().get_node_id(), os.getpid()
+
+
+class RayPool(Executor):
+    """`worker_pool`'s executor on Ray (module docstring)."""
+
+    def __init__(
+        self,
+        address: str | None,
+        workers: int,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple[Any, ...] = (),
+    ) -> None:
+        connect(address, workers)
+        ray = _ray()
+        self._ray = ray
+        self._task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run)
+        self._token = uuid4().hex
+        self._init = (initializer, initargs) if initializer is not None else None
+        self._refs: list[Any] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        ref = self._task.remote(self._token, self._init, fn, args, kwargs)
+        self._refs.append(ref)
+        out: Future[Any] = Future()
+        out.set_running_or_notify_cancel()
+        ref.future().add_done_callback(lambda done: self._settle(done, out))
+        return out
+
+    def _settle(self, done: Future[Any], out: Future[Any]) -> None:
+        """`out` gets the task's value, or the error its own code raised, or `WorkerLost`."""
+        exceptions = self._ray.exceptions
+        try:
+            value, node, pid = done.result()
+        except exceptions.RayTaskError as error:  # the function raised: that error
+            cause = error.cause if isinstance(error.cause, BaseException) else error
+            out.set_exception(cause)
+        except (exceptions.WorkerCrashedError, exceptions.NodeDiedError) as error:
+            out.set_exception(WorkerLost(f"lost after {TASK_RETRIES} retries: {error}"))
+        except BaseException as error:  # cancelled, or the cluster is gone
+            out.set_exception(error)
+        else:
+            with _lock:
+                _placements[node, pid] += 1
+            out.set_result(value)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop sending; with `cancel_futures`, cancel (and kill) every unfinished task."""
+        if cancel_futures:
+            self.cancel_all()
+
+    def cancel_all(self) -> None:
+        """Cancel this pool's unfinished tasks, killing the worker processes that run them."""
+        for ref in self._refs:
+            try:
+                self._ray.cancel(ref, force=True)
+            except Exception:  # finished meanwhile, or the cluster is gone
+                continue
+
+    def __exit__(self, kind: object, error: object, trace: object) -> bool | None:
+        self.shutdown(cancel_futures=error is not None)
+        return None
+
+
+__all__ = [
+    "OBJECT_STORE_BYTES",
+    "RAY_INSTALL",
+    "TASK_RETRIES",
+    "RayPool",
+    "WorkerLost",
+    "connect",
+    "disconnect",
+    "placements",
+]
