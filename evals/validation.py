@@ -142,7 +142,7 @@ def validate_command(
     store = _store(out, sizes, resume) if out is not None and serving else None
     kept = _context_store(out, episodes, resume) if out is not None and context else None
     try:
-        with use(chosen):
+        with use(chosen, workers):
             checks = _run(sizes, episodes, workers, (store, kept), (serving, context))
     finally:
         for opened in (store, kept):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -44,15 +45,21 @@ LOCAL = Backend()
 _CURRENT: ContextVar[Backend] = ContextVar("backend", default=LOCAL)
 
 
-def backend_option(kind: str, address: str | None) -> Backend:
+def backend_option(kind: str, address: str | None, model: bool = False) -> Backend:
     """`--backend` and `--address` as one value; InputError for a bad pair or a missing Ray.
-    `address` None: `RAY_ADDRESS` from the environment, where set (empty: none)."""
+    `address` None: `RAY_ADDRESS` from the environment, where set (empty: none). `model`:
+    the run's episodes are a model's (or a model reader's), which play in this process."""
     if kind not in BACKENDS:
         raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, not {kind!r}")
     if kind == "local":
         if address:
             raise InputError("--address needs --backend ray")
         return LOCAL
+    if model:
+        raise InputError(
+            "--backend ray plays built-in policies (read by the extractive reader); a model's "
+            "episodes play in this process: drop --backend"
+        )
     if importlib.util.find_spec("ray") is None:
         raise InputError(f"--backend ray needs Ray, which is not installed: {RAY_INSTALL}")
     if address is None:
@@ -66,15 +73,26 @@ def current() -> Backend:
 
 
 @contextmanager
-def use(backend: Backend) -> Iterator[Backend]:
-    """Run the block's worker pools on `backend`; a Ray instance this block started is stopped
-    when it ends, however it ends (a cluster joined by address is left running). On Ray, a
-    closing line says where the block's tasks ran."""
+def use(backend: Backend, workers: int = 1) -> Iterator[Backend]:
+    """Run the block's worker pools on `backend`. On Ray, connect first (joining the cluster,
+    or starting a Ray instance here with `workers` CPUs), so that the start-up is not counted
+    in the episodes' progress and rate; a Ray instance this block started is stopped when it
+    ends, however it ends (a cluster joined by address is left running), and a closing line
+    says where the block's tasks ran."""
     token = _CURRENT.set(backend)
     before = None
-    if backend.kind == "ray":
-        before = ray_pool.placements()
     try:
+        if backend.kind == "ray":
+            before = ray_pool.placements()
+            started = time.perf_counter()
+            address = backend.address
+            where = f"joining Ray at {address}" if address else f"starting Ray ({workers} CPUs)"
+            with console.status(where):
+                cpus = ray_pool.connect(backend.address, workers)
+            console.print(
+                f"on Ray: {cpus} CPUs ({time.perf_counter() - started:.1f} s to connect)",
+                highlight=False,
+            )
         yield backend
     finally:
         _CURRENT.reset(token)
@@ -86,6 +104,7 @@ def use(backend: Backend) -> Iterator[Backend]:
                     f"on Ray: {ran.total()} tasks ran in {len(ran)} worker processes on "
                     f"{nodes} node{'s' * (nodes != 1)}"
                 )
+        if backend.kind == "ray":
             ray_pool.disconnect()
 
 

@@ -59,14 +59,14 @@ def _ray() -> Any:
     return ray
 
 
-def connect(address: str | None, cpus: int) -> None:
+def connect(address: str | None, cpus: int) -> int:
     """Join the cluster at `address`, or start a Ray instance here with `cpus` CPUs (module
-    docstring). Ray's driver SIGTERM handler is taken back: a run stopped by SIGTERM closes as
-    one stopped by Ctrl-C (`processes.terminate_as_interrupt`)."""
+    docstring); the cluster's CPUs. Ray's driver SIGTERM handler is taken back: a run stopped
+    by SIGTERM closes as one stopped by Ctrl-C (`processes.terminate_as_interrupt`)."""
     global _started_here
     ray = _ray()
     if ray.is_initialized():
-        return
+        return int(ray.cluster_resources().get("CPU", 0))
     term = signal.getsignal(signal.SIGTERM)
     options: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
     if address:
@@ -82,6 +82,7 @@ def connect(address: str | None, cpus: int) -> None:
         _started_here = True
     if threading.current_thread() is threading.main_thread() and term is not None:
         signal.signal(signal.SIGTERM, term)
+    return int(ray.cluster_resources().get("CPU", 0))
 
 
 def disconnect() -> None:

@@ -202,7 +202,9 @@ def context_eval_command(
         force=force,
         wide=wide,
         workers=workers,
-        backend=backend_option(backend, address),
+        backend=backend_option(
+            backend, address, model=bool(model) or reader not in (None, "extractive")
+        ),
     )
     return run_context_command(args)
 

@@ -101,7 +101,7 @@ def run_context_command(args: ContextEvalArgs) -> RunDone:
         check_out_dir(args.out)
     started = time.perf_counter()
     try:
-        with terminate_as_interrupt(), use(args.backend):
+        with terminate_as_interrupt(), use(args.backend, args.workers):
             results = run_context_eval(args)
     except ContextEvalError as error:
         raise InputError(str(error)) from None

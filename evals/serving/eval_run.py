@@ -113,7 +113,7 @@ def run_eval(args: EvalArgs) -> RunDone | None:
     print what the model run would send and cost, and return None having sent nothing."""
     started = time.perf_counter()
     names, tiers = _check(args)
-    backend = backend_option(args.backend, args.address)
+    backend = backend_option(args.backend, args.address, model=args.model is not None)
     prices = _prices(args)
     spec, local_server = _model_spec(args) if args.model else (None, None)
     weights = parse_weights(args.weights, Weights)  # checked once; passed on as it is
@@ -158,7 +158,7 @@ def run_eval(args: EvalArgs) -> RunDone | None:
         console.print(run.resumed_line(len(jobs)))
     with _closing(run, run_info, started, len(jobs)):
         write_run_info(out, run_info, run.results, "running", started)
-        with use(backend):
+        with use(backend, args.workers):
             _execute(pending, args, spec, local_server, run)
         results = run.finish(job.key for job in jobs)
         run_info = write_run_info(out, run_info, results, "complete", started)
