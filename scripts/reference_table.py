@@ -17,7 +17,8 @@ replays N seeds per scenario and agent and, when all equal the table, restamps i
 current code. `--write-complete`, while a build runs,
 writes a table of the seeds every scenario and agent has so far (seeds 0..N-1: `eval` uses it
 for those seeds and computes the rest). `--check` recomputes a few entries and compares them
-with the shipped table instead.
+with the shipped table instead. `--backend ray [--address HOST:PORT]` plays the episodes on a
+Ray cluster (docs/cluster.md): the same table, in the cluster's time.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evals.common import backends
 from evals.common.processes import worker_pool
 from evals.serving import reference_table as table
 from kv_cache_env.sim import SUITE
@@ -162,6 +164,7 @@ def restamp(path: Path, per_scenario: int, workers: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-j", "--workers", type=int, default=2)
+    backends.add_arguments(parser)
     parser.add_argument("--out", type=Path, default=table.TABLE_PATH)
     parser.add_argument("--restart", action="store_true", help="discard a partial run")
     parser.add_argument("--check", action="store_true", help="recompute a few entries and compare")
@@ -178,13 +181,14 @@ def main() -> int:
         "restamp the table for the current code",
     )
     args = parser.parse_args()
-    if args.restamp:
-        return restamp(args.out, args.restamp, args.workers)
     if args.write_complete:
         return 0 if write_complete(args.out) else 1
     if args.check:
         return check(args.out, [("noop", "hard", 3), ("bound", "easy", 0), ("bound", "hard", 1)])
-    build(args.out, args.workers, args.restart)
+    with backends.use(backends.from_arguments(args), args.workers):
+        if args.restamp:
+            return restamp(args.out, args.restamp, args.workers)
+        build(args.out, args.workers, args.restart)
     return 0
 
 

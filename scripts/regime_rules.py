@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "environments"))
 
 import numpy as np
 
+from evals.common import backends
 from evals.common.processes import worker_pool
 from evals.serving.runner import run_policy_episode
 from evals.serving.validate import TUNING_START
@@ -61,13 +62,17 @@ def main() -> None:
     parser.add_argument("-n", "--seeds", type=int, default=20, help="tuning seeds per scenario")
     parser.add_argument("-j", "--workers", type=int, default=2)
     parser.add_argument("-o", "--out", type=Path, default=PICKS_FILE)
+    backends.add_arguments(parser)
     args = parser.parse_args()
     seeds = range(TUNING_START, TUNING_START + args.seeds)
     rules = sorted(candidates())
     jobs = [(r, sc, s) for r in rules for sc in SUITE for s in seeds]
     rewards: dict[tuple[str, str], list[float]] = {}
     start = time.monotonic()
-    with worker_pool(args.workers) as pool:
+    with (
+        backends.use(backends.from_arguments(args), args.workers),
+        worker_pool(args.workers) as pool,
+    ):
         futures = [pool.submit(play, job) for job in jobs]
         for done, future in enumerate(as_completed(futures), 1):
             rule, scenario, _, reward = future.result()

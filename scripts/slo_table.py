@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from evals.common import backends  # noqa: E402
 from evals.common.processes import worker_pool  # noqa: E402
 from evals.serving.slo_board import (  # noqa: E402
     Episode,
@@ -71,6 +72,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=JSON_PATH)
     parser.add_argument("--page", type=Path, default=PAGE_PATH)
     parser.add_argument("--render", action="store_true", help="rewrite the table from the JSON")
+    backends.add_arguments(parser)
     args = parser.parse_args()
     if not args.render:
         skipped = [name for name in args.skip.split(",") if name]
@@ -86,7 +88,10 @@ def main() -> int:
         jobs = [(p, s, seed) for p in played for s in SUITE for seed in range(args.seeds)]
         episodes: list[Episode] = list(kept)
         started = time.perf_counter()
-        with worker_pool(args.workers) as pool:
+        with (
+            backends.use(backends.from_arguments(args), args.workers),
+            worker_pool(args.workers) as pool,
+        ):
             futures = [pool.submit(play, job) for job in jobs]
             for n, future in enumerate(as_completed(futures), start=1):
                 episodes.append(future.result())

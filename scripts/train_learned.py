@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evals.common import backends
 from evals.common.processes import worker_pool
 from evals.common.stats import mean_ci
 from evals.serving.learning import (
@@ -154,12 +155,16 @@ def main() -> None:
         default=None,
         help="write the weights and docs files here instead of their places in the repository",
     )
+    backends.add_arguments(parser)
     args = parser.parse_args()
     start = time.time()
     groups = [g for g in args.groups.split(",") if g]
     scenarios = [s for g in groups for s in GROUP_SCENARIOS[g]]
     select_seeds = [SELECT_SEED_START + i for i in range(args.select_episodes)]
-    with worker_pool(args.workers) as pool:
+    with (
+        backends.use(backends.from_arguments(args), args.workers),
+        worker_pool(args.workers) as pool,
+    ):
         baselines = measure_baselines(scenarios, select_seeds, pool)
         for s in scenarios:
             name, best = baselines.best(s)

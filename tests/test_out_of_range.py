@@ -333,7 +333,8 @@ def test_a_full_archive_disk_is_cannot_write_and_resume_finishes(tmp_path, monke
 
     from kv_context_env.sim import archive
 
-    args = ["context-eval", "-p", "noop,sliding-window", "-l", "easy", "-n", "2"]
+    # -j 1: the fault is injected into this process's archive
+    args = ["context-eval", "-p", "noop,sliding-window", "-l", "easy", "-n", "2", "-j", "1"]
     whole = runner.invoke(app, [*args, "-o", str(tmp_path / "whole")])
     assert whole.exit_code == 0, whole.output
     real = archive.TurnArchive.archive

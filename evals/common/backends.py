@@ -12,6 +12,7 @@ names the install command (`RAY_INSTALL`).
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import time
@@ -41,6 +42,14 @@ class Backend:
     start a Ray instance on this machine for the run, with `-j` CPUs, and stop it after."""
 
 
+BACKEND_HELP = (
+    "Where built-in policies' episodes play: local worker processes, or a Ray cluster "
+    "(the `ray` extra; results are the same)."
+)
+ADDRESS_HELP = (
+    "With --backend ray: the cluster to join, host:port (default: $RAY_ADDRESS; none: a Ray "
+    "instance on this machine with -j CPUs, for the run)."
+)
 LOCAL = Backend()
 _CURRENT: ContextVar[Backend] = ContextVar("backend", default=LOCAL)
 
@@ -65,6 +74,21 @@ def backend_option(kind: str, address: str | None, model: bool = False) -> Backe
     if address is None:
         address = os.environ.get("RAY_ADDRESS", "")
     return Backend("ray", address.strip() or None)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--backend` and `--address` on a script's argument parser (`from_arguments` reads them)."""
+    parser.add_argument("--backend", choices=BACKENDS, default="local", help=BACKEND_HELP)
+    parser.add_argument("--address", metavar="ADDRESS", help=ADDRESS_HELP)
+
+
+def from_arguments(args: argparse.Namespace) -> Backend:
+    """A script's `--backend` and `--address` (`add_arguments`) as one value; exits with the
+    message on a bad pair or a missing Ray."""
+    try:
+        return backend_option(args.backend, args.address)
+    except InputError as error:
+        raise SystemExit(f"error: {error}") from None
 
 
 def current() -> Backend:
@@ -115,14 +139,18 @@ def plays_here(workers: int, jobs: int) -> bool:
 
 
 __all__ = [
+    "ADDRESS_HELP",
     "BACKENDS",
+    "BACKEND_HELP",
     "LOCAL",
     "RAY_INSTALL",
     "Backend",
     "BackendKind",
     "WorkerLost",
+    "add_arguments",
     "backend_option",
     "current",
+    "from_arguments",
     "plays_here",
     "use",
 ]

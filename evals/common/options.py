@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from .backends import ADDRESS_HELP, BACKEND_HELP
+
 RUN_PANEL = "What to run"
 MODEL_PANEL = "Model endpoint (with --model)"
 OUTPUT_PANEL = "Output and execution"
@@ -66,8 +68,7 @@ BackendKind = Annotated[
     typer.Option(
         "--backend",
         metavar="local|ray",
-        help="Where built-in policies' episodes play: local worker processes, or a Ray cluster "
-        "(the `ray` extra; results are the same).",
+        help=BACKEND_HELP,
         rich_help_panel=OUTPUT_PANEL,
     ),
 ]
@@ -76,8 +77,7 @@ RayAddress = Annotated[
     typer.Option(
         "--address",
         metavar="ADDRESS",
-        help="With --backend ray: the cluster to join, host:port (default: $RAY_ADDRESS; "
-        "none: a Ray instance on this machine with -j CPUs, for the run).",
+        help=ADDRESS_HELP,
         rich_help_panel=OUTPUT_PANEL,
     ),
 ]
