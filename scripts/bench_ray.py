@@ -1,6 +1,7 @@
 """Figures for docs/cluster.md: what the Ray backend costs on this machine.
 
     nice -n 10 uv run --no-sync python scripts/bench_ray.py [--bound-episodes 40] [--skip-validate]
+    nice -n 10 uv run --no-sync python scripts/bench_ray.py --bound-episodes 20 --overhead-only 2
 
 - start-up: `ray.init` of a Ray instance on this machine (2 CPUs), its processes' memory
   idle and once two workers have run a task (PSS where the kernel gives it, else RSS), and
@@ -25,6 +26,7 @@ import json
 import logging
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,14 +45,22 @@ CPU_CHECK = "CPU seconds per episode (reported; medians)"
 PLAYED = re.compile(r"(\d+) episodes played in ([\d.]+) s")
 
 
+LAST_CPU_S = [0.0]
+"""The CPU seconds (user + system) of the last `kvarena` call's whole process tree."""
+
+
 def kvarena(args: list[str]) -> tuple[float, str, str]:
-    """Run `kvarena ARGS` in a fresh process: (wall seconds, stdout, stderr)."""
+    """Run `kvarena ARGS` in a fresh process: (wall seconds, stdout, stderr); its process
+    tree's CPU time (Ray's own processes and workers included) in `LAST_CPU_S`."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'environments'}:{ROOT}", "COLUMNS": "200"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "evals.cli", *args], capture_output=True, text=True, env=env
     )
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_CPU_S[0] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if done.returncode not in (0, 1):  # validate exits 1 on a failed check: still comparable
         raise SystemExit(f"kvarena {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return wall, done.stdout, done.stderr
@@ -162,6 +172,34 @@ def bound_episodes(count: int, out: Path, address: str | None = None) -> dict[st
     return figures
 
 
+def overhead(count: int, repeats: int, out: Path) -> dict[str, Any]:
+    """The bound episodes `repeats` times each way, alternating which goes first (a shared
+    machine's load drifts): medians of the whole command's and the episodes' wall time."""
+    base = ["eval", "-p", "bound", "-s", "hard", "-n", str(count), "--seed", "500", "-j", "2"]
+    runs: dict[str, list[tuple[float, float, float]]] = {"local": [], "ray": []}
+    for repeat in range(repeats):
+        order = ["local", "ray"] if repeat % 2 == 0 else ["ray", "local"]
+        for name in order:
+            extra = ["--backend", "ray"] if name == "ray" else []
+            wall, _, stderr = kvarena([*base, *extra, "-o", str(out / f"{name}{repeat}")])
+            runs[name].append((wall, _played(stderr) or 0.0, LAST_CPU_S[0]))
+    figures: dict[str, Any] = {"episodes": count, "repeats": repeats}
+    for name, values in runs.items():
+        figures[name] = {
+            "wall_s": [round(w, 1) for w, _, _ in values],
+            "episodes_s": [round(e, 1) for _, e, _ in values],
+            "cpu_s": [round(c, 1) for _, _, c in values],
+        }
+    local = statistics.median(e for _, e, _ in runs["local"])
+    ray = statistics.median(e for _, e, _ in runs["ray"])
+    figures["episodes_ray_over_local"] = round(ray / local, 3)
+    local_cpu = statistics.median(c for _, _, c in runs["local"])
+    figures["cpu_ray_minus_local_s"] = round(
+        statistics.median(c for _, _, c in runs["ray"]) - local_cpu, 1
+    )
+    return figures
+
+
 def _pinned(stdout: str) -> list[dict[str, Any]]:
     return [c for c in json.loads(stdout) if c["name"] != CPU_CHECK]
 
@@ -200,8 +238,12 @@ def cpu_by_kind(episodes: Path) -> dict[str, dict[str, float]]:
 
 def projection(costs: dict[str, dict[str, float]], cores: list[int]) -> dict[str, Any]:
     """Wall time of `validate -n 100` (default sizes) on N cores: the planners' episode counts
-    at the default sizes times their CI medians, plus the fixed rules' episodes counted at the
-    CI run's number of rules per seed (a lower bound: the full screen keeps more rules)."""
+    at the default sizes times their mean CPU seconds in the CI run, plus the fixed rules'
+    episodes counted at the CI run's number of rules per seed (a lower bound: the full screen
+    keeps more rules, at ~5 ms each), over N cores, plus one longest episode for each of the
+    three phases (screen, proof block, masked experts) that wait for their last episode. The
+    checks played in the main process (determinism reruns, the reference table's check: about
+    a minute) are left out."""
     from evals.serving.validate import SCORED, TOOLS, Sizes
     from kv_cache_env.sim import SUITE
 
@@ -217,12 +259,14 @@ def projection(costs: dict[str, dict[str, float]], cores: list[int]) -> dict[str
     ci = Sizes.ci()
     rules_per_seed = costs.get("policy", {}).get("n", 0) / max(ci.episodes + ci.screen, 1)
     counts["policy"] = round(rules_per_seed * (sizes.episodes + sizes.screen))
-    cpu = sum(counts[k] * costs.get(k, {}).get("median_s", 0.0) for k in counts)
-    longest = max((costs.get(k, {}).get("median_s", 0.0) for k in counts), default=0.0)
+    mean = {k: costs[k]["total_s"] / costs[k]["n"] for k in counts if costs.get(k, {}).get("n")}
+    cpu = sum(counts[k] * mean.get(k, 0.0) for k in counts)
+    longest = max(mean.values(), default=0.0)
     return {
         "episodes": counts,
+        "mean_cpu_s": {k: round(v, 3) for k, v in mean.items()},
         "cpu_hours": round(cpu / 3600, 2),
-        "wall_hours_by_cores": {n: round((cpu / n + longest) / 3600, 2) for n in cores},
+        "wall_hours_by_cores": {n: round((cpu / n + 3 * longest) / 3600, 3) for n in cores},
     }
 
 
@@ -251,7 +295,18 @@ def main() -> int:
     parser.add_argument("--bound-episodes", type=int, default=40)
     parser.add_argument("--skip-validate", action="store_true")
     parser.add_argument("--cores", default="2,16,64,256")
+    parser.add_argument(
+        "--overhead-only",
+        type=int,
+        metavar="REPEATS",
+        help="only the local-vs-Ray bound episodes, REPEATS times each way, alternating",
+    )
     args = parser.parse_args()
+    if args.overhead_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            figures = overhead(args.bound_episodes, args.overhead_only, Path(tmp))
+        print(json.dumps(figures, indent=1))
+        return 0
     figures: dict[str, Any] = {"cpus": os.cpu_count(), "load": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)

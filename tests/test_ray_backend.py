@@ -133,6 +133,13 @@ def test_the_address_defaults_to_ray_address(monkeypatch) -> None:
     assert backend_option("ray", "") == Backend("ray", None)  # empty: a Ray instance here
 
 
+def test_a_worker_with_other_code_refuses_to_play(cluster) -> None:
+    # the task's body, called here: the digest is checked before the job
+    assert ray_pool._run("t", ray_pool.code_digest(), None, len, ([1, 2],), {})[0] == 2
+    with pytest.raises(RuntimeError, match="runs other code than the run's"):
+        ray_pool._run("t", "0" * 16, None, len, ([1, 2],), {})
+
+
 def test_eval_on_ray_writes_the_local_runs_results_from_ray_workers(cluster, tmp_path) -> None:
     args = ["eval", "-p", "lru,compress-all,lookahead,swap-paused", "-s", "easy,hard", "-n", "2"]
     _cli([*args, "-j", "1", "-o", str(tmp_path / "local")])

@@ -11,6 +11,10 @@ this process's connection to the cluster. Ray itself is imported only when a poo
   are deterministic, so a retry gives the same result); after that its future raises
   `WorkerLost`, which the callers record as a failed episode (`--resume` plays it again).
 - The pool's initializer runs once per Ray worker process, before its first task of that pool.
+- Every node must run the same code as this process: before its first task a worker compares
+  a digest of the project's packages (`code_digest`: every file's bytes) with this process's,
+  and refuses to play on a mismatch (the run stops with the error), so a node with another
+  checkout can never mix its results into a run.
 - `shutdown(cancel_futures=True)` (an interrupted run, `stop_pool`) and leaving the `with`
   block on an error cancel every unfinished task of the pool, killing the workers that run
   them (`ray.cancel(force=True)`); other runs' tasks on the cluster are left alone.
@@ -22,6 +26,8 @@ this process's connection to the cluster. Ray itself is imported only when a poo
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import logging
 import os
 import signal
@@ -29,6 +35,8 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -36,6 +44,11 @@ RAY_INSTALL = "uv sync --extra ray (or: pip install 'kvcache-arena[ray]')"
 """The command that installs the `ray` extra, as the error without it names it."""
 TASK_RETRIES = 3
 """Runs again of a task whose worker process or node died (Ray's own default)."""
+PACKAGES = ("evals", "kv_cache_env", "kv_context_env", "rubrics", "model_client")
+"""The project's packages, whose files `code_digest` covers."""
+CODE_SUFFIXES = frozenset({".py", ".json", ".jsonl", ".gz", ".csv", ".txt", ".toml", ".yaml"})
+"""The files `code_digest` reads: code and the data shipped with it (not what a run writes
+beside it, such as the reference table's `.partial` file while it is built)."""
 OBJECT_STORE_BYTES = 200 * 1024**2
 """The object store of a Ray instance started here: jobs and results are a few kB each."""
 
@@ -99,17 +112,39 @@ def placements() -> Counter[tuple[str, int]]:
         return Counter(_placements)
 
 
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """sha256 (16 hex digits) of the project's packages as this process imports them: every
+    file of code or shipped data (`CODE_SUFFIXES`)."""
+    digest = hashlib.sha256()
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            root = Path(location)
+            for path in sorted(root.rglob("*")):
+                if path.suffix in CODE_SUFFIXES and "__pycache__" not in path.parts:
+                    digest.update(f"{name}/{path.relative_to(root)}".encode() + b"\0")
+                    digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def _run(
     token: str,
+    code: str,
     init: tuple[Callable[..., Any], tuple[Any, ...]] | None,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> tuple[Any, str, int]:
-    """(In a Ray worker) The pool's initializer once per process, then `fn`: its value, with
-    the node and process that computed it."""
+    """(In a Ray worker) The code check and the pool's initializer once per process, then
+    `fn`: its value, with the node and process that computed it."""
     import ray
 
+    if code_digest() != code:
+        raise RuntimeError(
+            f"the Ray node {ray.util.get_node_ip_address()} runs other code than the run's "
+            f"(digest {code_digest()}, not {code}): install the same kvcache-arena on every node"
+        )
     if init is not None and token not in _initialized:
         initializer, initargs = init
         initializer(*initargs)
@@ -137,7 +172,7 @@ class RayPool(Executor):
         self._refs: list[Any] = []
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        ref = self._task.remote(self._token, self._init, fn, args, kwargs)
+        ref = self._task.remote(self._token, code_digest(), self._init, fn, args, kwargs)
         self._refs.append(ref)
         out: Future[Any] = Future()
         out.set_running_or_notify_cancel()
@@ -185,6 +220,7 @@ __all__ = [
     "TASK_RETRIES",
     "RayPool",
     "WorkerLost",
+    "code_digest",
     "connect",
     "disconnect",
     "placements",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -36,6 +36,9 @@ from ..common.options import (
     Workers,
 )
 from ..common.outcome import RunDone
+
+if TYPE_CHECKING:
+    from ..common.backends import Backend
 
 Policy = Annotated[
     list[str] | None,
@@ -155,7 +158,6 @@ def context_eval_command(
     from kv_context_env.policies.baselines import CONTEXT_POLICIES
     from rubrics.context import ContextWeights
 
-    from ..common.backends import backend_option
     from ..servers.local_model import DEFAULT_MAX_TOKENS, is_local
     from .eval_run import ContextEvalArgs, run_context_command
 
@@ -202,9 +204,7 @@ def context_eval_command(
         force=force,
         wide=wide,
         workers=workers,
-        backend=backend_option(
-            backend, address, model=bool(model) or reader not in (None, "extractive")
-        ),
+        backend=_backend(backend, address, bool(model) or reader not in (None, "extractive")),
     )
     return run_context_command(args)
 
@@ -217,3 +217,11 @@ def _check_pairs(model_and_policy: bool, resume: bool, force: bool, out: Path | 
         raise InputError("give --resume or --force, not both")
     if resume and out is None:
         raise InputError("--resume needs --out (the run directory to finish)")
+
+
+def _backend(kind: str, address: str | None, model: bool) -> Backend:
+    """`--backend` and `--address` (`backends.backend_option`); `model`: a model plays or
+    reads, in this process."""
+    from ..common.backends import backend_option
+
+    return backend_option(kind, address, model=model)
