@@ -12,9 +12,10 @@ this process's connection to the cluster. Ray itself is imported only when a poo
   `WorkerLost`, which the callers record as a failed episode (`--resume` plays it again).
 - The pool's initializer runs once per Ray worker process, before its first task of that pool.
 - Every node must run the same code as this process: before its first task a worker compares
-  a digest of the project's packages (`code_digest`: every file's bytes) with this process's,
-  and refuses to play on a mismatch (the run stops with the error), so a node with another
-  checkout can never mix its results into a run.
+  a digest of the project's packages (`code_digest`: the bytes of their code and data) with
+  this process's, and refuses to play on a mismatch (the run stops with the error), so a node
+  with another checkout — or a checkout edited since the run started — never mixes its
+  results into a run.
 - `shutdown(cancel_futures=True)` (an interrupted run, `stop_pool`) and leaving the `with`
   block on an error cancel every unfinished task of the pool, killing the workers that run
   them (`ray.cancel(force=True)`); other runs' tasks on the cluster are left alone.

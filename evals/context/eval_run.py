@@ -240,14 +240,10 @@ def _played(
     from ..common.processes import stop_pool, worker_pool
 
     with worker_pool(args.workers) as pool:
-        futures = {
-            pool.submit(_play, args, endpoint, agent, reader, reader_label, level, seed): (
-                level,
-                agent,
-                seed,
-            )
-            for level, agent, seed in jobs
-        }
+        futures = {}
+        for job in jobs:
+            level, agent, seed = job
+            futures[pool.submit(_play, args, endpoint, agent, reader, reader_label, *job)] = job
         try:
             for future in as_completed(futures):
                 try:
