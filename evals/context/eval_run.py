@@ -243,7 +243,8 @@ def _played(
         futures = {}
         for job in jobs:
             level, agent, seed = job
-            futures[pool.submit(_play, args, endpoint, agent, reader, reader_label, *job)] = job
+            played = pool.submit(_play, args, endpoint, agent, reader, reader_label, level, seed)
+            futures[played] = job
         try:
             for future in as_completed(futures):
                 try:
