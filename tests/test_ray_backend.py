@@ -49,7 +49,12 @@ def cluster() -> Iterator[Any]:
     store = 80 * 1024**2
     made = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 1, "object_store_memory": store, "include_dashboard": False},
+        head_node_args={
+            "num_cpus": 1,
+            "object_store_memory": store,
+            "include_dashboard": False,
+            "_system_config": ray_pool.SYSTEM_CONFIG,  # workers at the tests' priority
+        },
     )
     try:
         made.add_node(num_cpus=1, object_store_memory=store)

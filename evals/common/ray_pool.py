@@ -20,7 +20,9 @@ this process's connection to the cluster. Ray itself is imported only when a poo
   block on an error cancel every unfinished task of the pool, killing the workers that run
   them (`ray.cancel(force=True)`); other runs' tasks on the cluster are left alone.
 - `connect` joins the cluster at an address, or starts a Ray instance on this machine with
-  `-j` CPUs (a connection made before, by a test or a notebook, is used as it is);
+  `-j` CPUs whose workers run at this process's priority, as local workers do (Ray's default
+  lowers them by 15, which starves episodes behind any busy process on the machine); a
+  connection made before, by a test or a notebook, is used as it is;
   `disconnect` stops what `connect` started. `placements()` counts where this connection's
   tasks ran ((node id, process id) → tasks), for the run's closing line and the tests.
 """
@@ -52,6 +54,8 @@ CODE_SUFFIXES = frozenset({".py", ".json", ".jsonl", ".gz", ".csv", ".txt", ".to
 beside it, such as the reference table's `.partial` file while it is built)."""
 OBJECT_STORE_BYTES = 200 * 1024**2
 """The object store of a Ray instance started here: jobs and results are a few kB each."""
+SYSTEM_CONFIG = {"worker_niceness": 0}
+"""Ray's settings for an instance started here: workers at this process's priority."""
 
 _started_here = False
 _placements: Counter[tuple[str, int]] = Counter()
@@ -91,6 +95,7 @@ def connect(address: str | None, cpus: int) -> int:
             num_cpus=cpus,
             object_store_memory=OBJECT_STORE_BYTES,
             include_dashboard=False,
+            _system_config=SYSTEM_CONFIG,
             **options,
         )
         _started_here = True
@@ -218,6 +223,7 @@ class RayPool(Executor):
 __all__ = [
     "OBJECT_STORE_BYTES",
     "RAY_INSTALL",
+    "SYSTEM_CONFIG",
     "TASK_RETRIES",
     "RayPool",
     "WorkerLost",
