@@ -140,9 +140,9 @@ def test_the_address_defaults_to_ray_address(monkeypatch) -> None:
 
 def test_a_worker_with_other_code_refuses_to_play(cluster) -> None:
     # the task's body, called here: the digest is checked before the job
-    assert ray_pool._run("t", ray_pool.code_digest(), None, len, ([1, 2],), {})[0] == 2
+    assert ray_pool._run("t", None, ray_pool.code_digest(), None, len, ([1, 2],), {})[0] == 2
     with pytest.raises(RuntimeError, match="runs other code than the run's"):
-        ray_pool._run("t", "0" * 16, None, len, ([1, 2],), {})
+        ray_pool._run("t", None, "0" * 16, None, len, ([1, 2],), {})
 
 
 def test_eval_on_ray_writes_the_local_runs_results_from_ray_workers(cluster, tmp_path) -> None:
@@ -258,6 +258,37 @@ def _title(pid: int) -> bytes | None:
         return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
     except OSError:
         return None
+
+
+def test_a_task_on_a_dead_node_that_ray_does_not_rerun_is_sent_again_then_lost(
+    cluster, monkeypatch
+) -> None:
+    # Ray reruns a removed node's tasks itself (the next test); where it does not, the pool's
+    # watcher stops waiting. The nodes the task starts on are reported dead here (both
+    # nodes stay up), so Ray never reruns it: the pool sends it once more, then gives up.
+    monkeypatch.setattr(ray_pool, "WATCH_S", 0.2)
+    monkeypatch.setattr(ray_pool, "LOST_AFTER_S", 1.0)
+    monkeypatch.setattr(ray_pool, "TASK_RETRIES", 1)
+    dead: set[str] = set()
+    alive = ray_pool.RayPool._alive_nodes
+    monkeypatch.setattr(ray_pool.RayPool, "_alive_nodes", lambda pool: alive(pool) - dead)
+    pool = ray_pool.RayPool(None, 2)
+    started: list[int] = []
+    deadline = time.monotonic() + 60
+    future = pool.submit(time.sleep, 120)
+    while not future.done() and time.monotonic() < deadline:
+        for pid in set(_task_pids()) - set(started):  # an attempt runs: its node "dies"
+            started.append(pid)
+            dead.update(node["NodeID"] for node in cluster_ray().nodes())
+        time.sleep(0.05)
+    with pytest.raises(ray_pool.WorkerLost, match="died and Ray did not run it again"):
+        future.result(timeout=0)
+    assert len(started) == 2  # sent once more, then lost
+    pool.shutdown()
+    deadline = time.monotonic() + 15  # both attempts cancelled: their processes end
+    while [pid for pid in started if _title(pid) == TASK_TITLE] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in started if _title(pid) == TASK_TITLE]
 
 
 def test_a_removed_node_costs_nothing_but_time(cluster, slow_local, tmp_path) -> None:

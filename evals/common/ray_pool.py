@@ -10,6 +10,12 @@ this process's connection to the cluster. Ray itself is imported only when a poo
 - A task whose worker process or node dies is run again, up to `TASK_RETRIES` times (episodes
   are deterministic, so a retry gives the same result); after that its future raises
   `WorkerLost`, which the callers record as a failed episode (`--resume` plays it again).
+- A lost node is never waited on for ever: while a pool has unfinished tasks, a watcher thread
+  asks the cluster which nodes are alive every `WATCH_S` seconds. Each task notes the node it
+  starts on (in Ray's key-value store, read only after a node has died). A task whose every
+  start was on a node now dead, and that has not finished `LOST_AFTER_S` seconds later (Ray
+  had not run it again), is cancelled and sent again by the pool, within the same
+  `TASK_RETRIES`; then `WorkerLost`.
 - The pool's initializer runs once per Ray worker process, before its first task of that pool.
 - Every node must run the same code as this process: before its first task a worker compares
   a digest of the project's packages (`code_digest`: the bytes of their code and data) with
@@ -29,16 +35,20 @@ this process's connection to the cluster. Ray itself is imported only when a poo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
 import os
 import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import count
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -56,6 +66,14 @@ OBJECT_STORE_BYTES = 200 * 1024**2
 """The object store of a Ray instance started here: jobs and results are a few kB each."""
 SYSTEM_CONFIG = {"worker_niceness": 0}
 """Ray's settings for an instance started here: workers at this process's priority."""
+WATCH_S = 2.0
+"""How often a pool with unfinished tasks asks the cluster which nodes are alive."""
+LOST_AFTER_S = 30.0
+"""How long a task started only on nodes now dead may stay unfinished before the pool stops
+waiting for Ray to run it again and sends it again itself (Ray's own retry after a node's
+death takes a few seconds here: ~10 s, run included)."""
+STARTS_NAMESPACE = "kvcache-arena-starts"
+"""The namespace of Ray's key-value store where each task notes the node it started on."""
 
 _started_here = False
 _placements: Counter[tuple[str, int]] = Counter()
@@ -136,16 +154,22 @@ def code_digest() -> str:
 
 def _run(
     token: str,
+    start: str | None,
     code: str,
     init: tuple[Callable[..., Any], tuple[Any, ...]] | None,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> tuple[Any, str, int]:
-    """(In a Ray worker) The code check and the pool's initializer once per process, then
-    `fn`: its value, with the node and process that computed it."""
+    """(In a Ray worker) Note this node under the key `start`/ (the watcher's), the code check
+    and the pool's initializer once per process, then `fn`: its value, with the node and
+    process that computed it."""
     import ray
+    from ray.experimental.internal_kv import _internal_kv_put
 
+    node = ray.get_runtime_context().get_node_id()
+    if start is not None:
+        _internal_kv_put(f"{start}/{node}", b"", namespace=STARTS_NAMESPACE)
     if code_digest() != code:
         raise RuntimeError(
             f"the Ray node {ray.util.get_node_ip_address()} runs other code than the run's "
@@ -156,7 +180,19 @@ def _run(
         initializer(*initargs)
         _initialized.add(token)
     value = fn(*args, **kwargs)
-    return value, ray.get_runtime_context().get_node_id(), os.getpid()
+    return value, node, os.getpid()
+
+
+@dataclass
+class _Task:
+    """One submitted call: its future, and the Ray task now running it (`attempt`, `ref`)."""
+
+    out: Future[Any]
+    call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+    tries_left: int
+    attempt: str = ""
+    ref: Any = None
+    lost_since: float | None = field(default=None)
 
 
 class RayPool(Executor):
@@ -175,41 +211,141 @@ class RayPool(Executor):
         self._task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run)
         self._token = uuid4().hex
         self._init = (initializer, initargs) if initializer is not None else None
-        self._refs: list[Any] = []
+        self._attempts = count()
+        self._running: dict[str, _Task] = {}
+        """Attempt key → its task, while unfinished."""
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._seen_alive = self._alive_nodes()
+        """The nodes alive at some look since the pool started (one of them dead: look up)."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        ref = self._task.remote(self._token, code_digest(), self._init, fn, args, kwargs)
-        self._refs.append(ref)
         out: Future[Any] = Future()
         out.set_running_or_notify_cancel()
-        ref.future().add_done_callback(lambda done: self._settle(done, out))
+        self._send(_Task(out, (fn, args, kwargs), TASK_RETRIES))
         return out
 
-    def _settle(self, done: Future[Any], out: Future[Any]) -> None:
-        """`out` gets the task's value, or the error its own code raised, or `WorkerLost`."""
+    def _send(self, task: _Task) -> None:
+        """Run `task` as a new Ray task (a new attempt) and watch it."""
+        fn, args, kwargs = task.call
+        task.attempt = f"{self._token}/{next(self._attempts)}"
+        task.lost_since = None
+        with self._lock:
+            self._running[task.attempt] = task
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, name="ray-watch", daemon=True)
+                self._watcher.start()
+        task.ref = self._task.remote(
+            self._token, task.attempt, code_digest(), self._init, fn, args, kwargs
+        )
+        attempt = task.attempt
+        task.ref.future().add_done_callback(lambda done: self._settle(done, task, attempt))
+
+    def _settle(self, done: Future[Any], task: _Task, attempt: str) -> None:
+        """The task's future gets the attempt's value, or the error its own code raised, or
+        `WorkerLost`; an attempt the watcher gave up on is ignored."""
+        with self._lock:
+            if self._running.get(attempt) is not task:
+                return
+            del self._running[attempt]
         exceptions = self._ray.exceptions
         try:
             value, node, pid = done.result()
         except exceptions.RayTaskError as error:  # the function raised: that error
             cause = error.cause if isinstance(error.cause, BaseException) else error
-            out.set_exception(cause)
-        except (exceptions.WorkerCrashedError, exceptions.NodeDiedError) as error:
-            out.set_exception(WorkerLost(f"lost after {TASK_RETRIES} retries: {error}"))
+            task.out.set_exception(cause)
+        except (
+            exceptions.WorkerCrashedError,
+            exceptions.NodeDiedError,
+            exceptions.ObjectLostError,
+        ) as error:
+            task.out.set_exception(WorkerLost(f"lost after {TASK_RETRIES} retries: {error}"))
         except BaseException as error:  # cancelled, or the cluster is gone
-            out.set_exception(error)
+            task.out.set_exception(error)
         else:
             with _lock:
                 _placements[node, pid] += 1
-            out.set_result(value)
+            task.out.set_result(value)
+
+    def _alive_nodes(self) -> set[str]:
+        """The ids of the cluster's nodes alive now."""
+        return {node["NodeID"] for node in self._ray.nodes() if node["Alive"]}
+
+    def _watch(self) -> None:
+        """(Thread) Until the pool has no unfinished task: every `WATCH_S`, look for tasks
+        started only on nodes that have died, and send again those Ray has not finished
+        `LOST_AFTER_S` later (module docstring)."""
+        while not self._closed.wait(WATCH_S):
+            with self._lock:
+                if not self._running:
+                    self._watcher = None
+                    return
+            try:
+                self._look()
+            except Exception:  # the cluster did not answer: ask again next time
+                continue
+
+    def _look(self) -> None:
+        from ray.experimental.internal_kv import _internal_kv_list
+
+        alive = self._alive_nodes()
+        self._seen_alive |= alive
+        if not self._seen_alive - alive:
+            return  # no node seen alive by this pool has died: nothing to look up
+        starts: dict[str, set[str]] = {}
+        for key in _internal_kv_list(f"{self._token}/", namespace=STARTS_NAMESPACE):
+            attempt, _, node = key.decode().rpartition("/")
+            starts.setdefault(attempt, set()).add(node)
+        now = time.monotonic()
+        given_up: list[_Task] = []
+        with self._lock:
+            for attempt, task in self._running.items():
+                nodes = starts.get(attempt)
+                if not nodes or nodes & alive:
+                    task.lost_since = None  # not started yet, or running on a live node
+                elif task.lost_since is None:
+                    task.lost_since = now
+                elif now - task.lost_since >= LOST_AFTER_S:
+                    given_up.append(task)
+            for task in given_up:
+                del self._running[task.attempt]
+        for task in given_up:
+            self._give_up(task, starts[task.attempt])
+
+    def _give_up(self, task: _Task, nodes: set[str]) -> None:
+        """Stop waiting for Ray to run `task` again: cancel it, and send it again or fail it."""
+        with contextlib.suppress(Exception):
+            self._ray.cancel(task.ref, force=True)
+        if task.tries_left > 0 and not self._closed.is_set():
+            task.tries_left -= 1
+            self._send(task)
+            return
+        dead = ", ".join(sorted(node[:12] for node in nodes))
+        task.out.set_exception(
+            WorkerLost(
+                f"lost after {TASK_RETRIES} retries: its node ({dead}) died and Ray did not "
+                f"run it again within {LOST_AFTER_S:g} s"
+            )
+        )
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Stop sending; with `cancel_futures`, cancel (and kill) every unfinished task."""
+        """Stop sending; with `cancel_futures`, cancel (and kill) every unfinished task. The
+        watcher stops once no task is left (at once with `cancel_futures`)."""
         if cancel_futures:
+            self._closed.set()
             self.cancel_all()
+        if cancel_futures or not self._running:  # the notes of where tasks started go
+            with contextlib.suppress(Exception):
+                from ray.experimental.internal_kv import _internal_kv_del
+
+                _internal_kv_del(f"{self._token}/", del_by_prefix=True, namespace=STARTS_NAMESPACE)
 
     def cancel_all(self) -> None:
         """Cancel this pool's unfinished tasks, killing the worker processes that run them."""
-        for ref in self._refs:
+        with self._lock:
+            refs = [task.ref for task in self._running.values()]
+        for ref in refs:
             try:
                 self._ray.cancel(ref, force=True)
             except Exception:  # finished meanwhile, or the cluster is gone
@@ -221,10 +357,12 @@ class RayPool(Executor):
 
 
 __all__ = [
+    "LOST_AFTER_S",
     "OBJECT_STORE_BYTES",
     "RAY_INSTALL",
     "SYSTEM_CONFIG",
     "TASK_RETRIES",
+    "WATCH_S",
     "RayPool",
     "WorkerLost",
     "code_digest",
