@@ -9,18 +9,22 @@ connection the fixture made), so a test can see where the tasks ran (`ray_pool.p
 and find the worker processes by their process title (`ray::_run` while a task runs). The
 local runs they are compared with play in-process (`-j 1`: forking a process that holds Ray's
 threads is unsafe, and `-j` does not change results). The node removal comes last: it leaves
-the head alone.
+the head alone. Every test has a time limit (`TEST_LIMIT_S`): a run that waits for ever fails
+with every thread's stack instead of hanging the suite.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import importlib.util
 import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,33 @@ TASK_TITLE = b"ray::_run"
 """A Ray worker's process title while it runs one of `RayPool`'s tasks."""
 SLOW = ["-p", "bound", "-s", "hard", "-n", "2", "--seed", "500"]
 """Episodes of a second or more (the bound, off the shipped reference table's seeds 0-99)."""
+TEST_LIMIT_S = 300
+"""The most one test may take (its longest ran ~40 s under a load of 10 on 2 cores)."""
+
+
+@pytest.fixture(autouse=True)
+def time_limit() -> Iterator[None]:
+    """Fail a test still running after `TEST_LIMIT_S` with every thread's stack (SIGALRM, in
+    the main thread, where the test runs); should that not end it, a minute later the process
+    exits with the stacks on stderr rather than hang the suite."""
+
+    def expired(signum: int, frame: object) -> None:
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
+        stacks = "".join(
+            f"\n--- thread {names.get(ident, ident)}\n" + "".join(traceback.format_stack(top))
+            for ident, top in sys._current_frames().items()
+        )
+        pytest.fail(f"still running after {TEST_LIMIT_S} s; the threads:{stacks}", pytrace=False)
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, TEST_LIMIT_S)
+    faulthandler.dump_traceback_later(TEST_LIMIT_S + 60, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(scope="module")
