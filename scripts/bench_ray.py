@@ -114,8 +114,10 @@ def _noop(x: int) -> int:
 
 def startup() -> dict[str, Any]:
     """Ray's start-up, idle memory, memory with two warm workers, and shutdown, here."""
+    from evals.common.ray_pool import import_ray
+
     started = time.perf_counter()
-    import ray
+    ray = import_ray()
 
     imported = time.perf_counter()
     ray.init(
@@ -272,6 +274,9 @@ def projection(costs: dict[str, dict[str, float]], cores: list[int]) -> dict[str
 
 def two_node_cluster(count: int, out: Path) -> dict[str, Any]:
     """The bound episodes on a two-node local cluster (one CPU per node), joined by address."""
+    from evals.common.ray_pool import import_ray
+
+    import_ray()
     from ray.cluster_utils import Cluster
 
     started = time.perf_counter()

@@ -74,7 +74,7 @@ def time_limit() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    ray = pytest.importorskip("ray", reason="Ray is the optional extra: uv sync --extra ray")
+    ray = ray_or_skip()
     from ray.cluster_utils import Cluster
 
     store = 80 * 1024**2
@@ -162,8 +162,20 @@ def test_without_ray_the_backend_error_names_the_install_command(monkeypatch) ->
         backend_option("ray", None, model=True)
 
 
+def test_a_driver_under_uv_run_sends_no_uv_environment(monkeypatch) -> None:
+    # Under `uv run` (the test command) Ray's default would zip the working directory and start
+    # workers with `uv run` in that copy, where nothing is installed: none ever registered
+    ray_or_skip()
+    from ray._private import worker
+    from ray._private.runtime_env import uv_runtime_env_hook
+
+    uv = ["/usr/bin/uv", "run", "--no-sync", "pytest"]
+    monkeypatch.setattr(uv_runtime_env_hook, "_get_uv_run_cmdline", lambda: uv)
+    assert worker._maybe_modify_runtime_env(None, _skip_env_hook=True) is None
+
+
 def test_the_address_defaults_to_ray_address(monkeypatch) -> None:
-    pytest.importorskip("ray", reason="Ray is the optional extra: uv sync --extra ray")
+    ray_or_skip()
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
     assert backend_option("ray", None) == Backend("ray", "10.0.0.5:6379")
     assert backend_option("ray", "") == Backend("ray", None)  # empty: a Ray instance here
@@ -278,10 +290,16 @@ def test_stopping_a_pool_cancels_its_running_tasks(cluster) -> None:
     assert not [pid for pid in running if _title(pid) == TASK_TITLE]
 
 
-def cluster_ray() -> Any:
-    import ray
+def ray_or_skip() -> Any:
+    """Ray, imported as the backend imports it (`ray_pool.import_ray`: under `uv run`, as the
+    test command runs, Ray's own default would start workers that never register)."""
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is the optional extra: uv sync --extra ray")
+    return ray_pool.import_ray()
 
-    return ray
+
+def cluster_ray() -> Any:
+    return ray_pool.import_ray()
 
 
 def _title(pid: int) -> bytes | None:

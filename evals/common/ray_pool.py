@@ -64,6 +64,8 @@ CODE_SUFFIXES = frozenset({".py", ".json", ".jsonl", ".gz", ".csv", ".txt", ".to
 beside it, such as the reference table's `.partial` file while it is built)."""
 OBJECT_STORE_BYTES = 200 * 1024**2
 """The object store of a Ray instance started here: jobs and results are a few kB each."""
+UV_HOOK_SETTING = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+"""The environment variable of Ray's `uv run` hook, off here by default (`import_ray`)."""
 SYSTEM_CONFIG = {"worker_niceness": 0}
 """Ray's settings for an instance started here: workers at this process's priority."""
 WATCH_S = 2.0
@@ -87,7 +89,15 @@ class WorkerLost(RuntimeError):
     callers record the episode as failed, and `--resume` plays it again."""
 
 
-def _ray() -> Any:
+def import_ray() -> Any:
+    """The `ray` module, imported with Ray's `uv run` hook off unless the environment turns it
+    on: under `uv run` (this project's test command, and a user's `uv run kvarena ...`), Ray's
+    default zips the working directory into the job and starts every worker with
+    `uv run --no-sync` inside that copy, where no environment is installed, so no worker ever
+    registers. Here every node runs the same installed checkout (`code_digest` checks it);
+    `RAY_ENABLE_UV_RUN_RUNTIME_ENV=1` restores Ray's behaviour. The setting is read when Ray
+    is first imported, so whatever imports Ray in this process goes through here."""
+    os.environ.setdefault(UV_HOOK_SETTING, "0")
     try:
         import ray
     except ImportError:
@@ -100,7 +110,7 @@ def connect(address: str | None, cpus: int) -> int:
     docstring); the cluster's CPUs. Ray's driver SIGTERM handler is taken back: a run stopped
     by SIGTERM closes as one stopped by Ctrl-C (`processes.terminate_as_interrupt`)."""
     global _started_here
-    ray = _ray()
+    ray = import_ray()
     if ray.is_initialized():
         return int(ray.cluster_resources().get("CPU", 0))
     term = signal.getsignal(signal.SIGTERM)
@@ -126,7 +136,7 @@ def disconnect() -> None:
     """Stop the Ray instance `connect` started (a cluster joined by address keeps running)."""
     global _started_here
     if _started_here:
-        _ray().shutdown()
+        import_ray().shutdown()
         _started_here = False
 
 
@@ -206,7 +216,7 @@ class RayPool(Executor):
         initargs: tuple[Any, ...] = (),
     ) -> None:
         connect(address, workers)
-        ray = _ray()
+        ray = import_ray()
         self._ray = ray
         self._task = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run)
         self._token = uuid4().hex
