@@ -15,6 +15,10 @@ class Check:
     passed: bool
     detail: str
 
+    def __post_init__(self) -> None:
+        # a comparison of numpy figures gives numpy's bool, which JSON cannot write
+        object.__setattr__(self, "passed", bool(self.passed))
+
 
 def checks_json(checks: list[Check]) -> str:
     """The checks as JSON (a list of {name, passed, detail}): `checks.json` and `validate
