@@ -92,15 +92,14 @@ def descendants_memory(root: int) -> tuple[int, int]:
 
 
 def _memory_kb(pid: int) -> int:
+    """A process's PSS where the kernel gives it, else its RSS, in kB (0 once it is gone)."""
+    return _proc_kb(pid, "smaps_rollup", "Pss:") or _proc_kb(pid, "status", "VmRSS:")
+
+
+def _proc_kb(pid: int, name: str, field: str) -> int:
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+            if line.startswith(field):
                 return int(line.split()[1])
     except OSError:
         pass
